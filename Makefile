@@ -1,0 +1,54 @@
+# Guardian: every target installs what it needs (virtualenv, packages, Kafka jars) and is idempotent.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEVICES ?= 20
+PYTEST_ARGS ?=
+
+.PHONY: venv test test-unit check demo reliability bench bench-quick kafka-up kafka-down clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## make test: the whole suite (unit tier without a broker, integration tier on a real Kafka broker).
+test: $(STAMP)
+	$(BIN)/guardian kafka fetch
+	$(BIN)/python -m pytest -m "not reliability" $(PYTEST_ARGS)
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+## make check: lint and strict types.
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+## make demo: local broker, worker, a simulated fleet of $(DEVICES) devices, a summary and an HTML report.
+demo: $(STAMP)
+	$(BIN)/guardian demo --devices $(DEVICES) --out out/demo
+
+reliability: $(STAMP)
+	$(BIN)/guardian kafka fetch
+	$(BIN)/python -m pytest -m reliability $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/guardian bench --out out/bench
+
+bench-quick: $(STAMP)
+	$(BIN)/guardian bench --quick --out out/bench
+
+kafka-up: $(STAMP)
+	$(BIN)/guardian kafka up
+
+kafka-down: $(STAMP)
+	$(BIN)/guardian kafka down
+
+clean:
+	rm -rf out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,90 @@
+"""Settings from the environment (CONTRACTS.md §13); flags may override them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+SupervisorBackend = Literal["rules", "gemini"]
+Language = Literal["ko", "en"]
+
+DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
+
+
+class SettingsError(ValueError):
+    """A setting has a value Guardian cannot use; the message names the variable and the fix."""
+
+
+def _default_data_dir(env: Mapping[str, str]) -> Path:
+    cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "guardian"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a Guardian process is configured with."""
+
+    bootstrap: str | None
+    topic_prefix: str
+    partitions: int
+    data_dir: Path
+    supervisor: SupervisorBackend
+    gemini_model: str
+    language: Language
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        partitions_raw = env.get("GUARDIAN_PARTITIONS", "8")
+        try:
+            partitions = int(partitions_raw)
+        except ValueError as exc:
+            raise SettingsError(f"GUARDIAN_PARTITIONS must be a whole number, not {partitions_raw!r}") from exc
+        if partitions < 1:
+            raise SettingsError("GUARDIAN_PARTITIONS must be at least 1")
+        supervisor = env.get("GUARDIAN_SUPERVISOR", "rules")
+        if supervisor not in ("rules", "gemini"):
+            raise SettingsError(f"GUARDIAN_SUPERVISOR must be 'rules' or 'gemini', not {supervisor!r}")
+        language = env.get("GUARDIAN_LANGUAGE", "ko")
+        if language not in ("ko", "en"):
+            raise SettingsError(f"GUARDIAN_LANGUAGE must be 'ko' or 'en', not {language!r}")
+        data_dir = Path(env["GUARDIAN_DATA_DIR"]) if env.get("GUARDIAN_DATA_DIR") else _default_data_dir(env)
+        return cls(
+            bootstrap=env.get("GUARDIAN_KAFKA_BOOTSTRAP") or None,
+            topic_prefix=env.get("GUARDIAN_TOPIC_PREFIX", "guardian."),
+            partitions=partitions,
+            data_dir=data_dir.expanduser(),
+            supervisor=supervisor,  # type: ignore[arg-type]
+            gemini_model=env.get("GUARDIAN_GEMINI_MODEL", DEFAULT_GEMINI_MODEL),
+            language=language,  # type: ignore[arg-type]
+        )
+
+    def with_overrides(self, **changes: object) -> Settings:
+        """A copy with the given fields replaced (flags win over the environment)."""
+        clean = {k: v for k, v in changes.items() if v is not None}
+        return replace(self, **clean)  # type: ignore[arg-type]
+
+    @property
+    def kafka_dir(self) -> Path:
+        """Where the local broker keeps its jars, config, data and logs."""
+        return self.data_dir / "kafka"
+
+    @property
+    def tables_dir(self) -> Path:
+        """Where the faust worker keeps its RocksDB tables."""
+        return self.data_dir / "worker"
+
+    def resolve_bootstrap(self) -> str:
+        """The broker address: the configured one, else the running local broker's."""
+        if self.bootstrap:
+            return self.bootstrap
+        marker = self.kafka_dir / "bootstrap"
+        if marker.is_file():
+            return marker.read_text(encoding="utf-8").strip()
+        raise SettingsError(
+            "no Kafka broker configured: run 'guardian kafka up', or set GUARDIAN_KAFKA_BOOTSTRAP "
+            "to an existing cluster (or 'docker compose up kafka' and GUARDIAN_KAFKA_BOOTSTRAP=127.0.0.1:9092)"
+        )
