@@ -7,7 +7,10 @@ from dataclasses import dataclass
 #: The suffixes of §1, in the tie-break order replay uses for inputs (§12) followed by the outputs.
 INPUT_SUFFIXES = ("plans", "device-context", "task-events", "observations")
 OUTPUT_SUFFIXES = ("decisions", "dispatch", "timeline", "deadletter")
-ALL_SUFFIXES = INPUT_SUFFIXES + OUTPUT_SUFFIXES
+#: Guardian's own internal topic (timer ticks and asynchronous verdicts), co-partitioned with the rest.
+INTERNAL_SUFFIXES = ("control",)
+CONTRACT_SUFFIXES = INPUT_SUFFIXES + OUTPUT_SUFFIXES
+ALL_SUFFIXES = CONTRACT_SUFFIXES + INTERNAL_SUFFIXES
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,17 @@ class TopicNames:
     def deadletter(self) -> str:
         return self.prefix + "deadletter"
 
+    @property
+    def control(self) -> str:
+        return self.prefix + "control"
+
     def all(self) -> list[str]:
-        """Every topic of §1."""
+        """Every topic of §1, plus the internal control topic."""
         return [self.prefix + s for s in ALL_SUFFIXES]
+
+    def contract_topics(self) -> list[str]:
+        """The topics of §1 only."""
+        return [self.prefix + s for s in CONTRACT_SUFFIXES]
 
     def suffix_of(self, topic: str) -> str | None:
         """The §1 suffix of a full topic name, or None when it is not one of ours."""

@@ -1,0 +1,24 @@
+"""Output IDs as pure functions of their causes (CONTRACTS.md §6, §7)."""
+
+from __future__ import annotations
+
+import hashlib
+
+
+def _h(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:24]
+
+
+def decision_id(experience_id: str, trigger_event_id: str) -> str:
+    """The same trigger of the same experience always gives the same decision ID."""
+    return "dec_" + _h(experience_id, trigger_event_id)
+
+
+def dispatch_id(decision_id_: str, index: int = 0) -> str:
+    """The dispatch of a decision (index: the n-th dispatch of one decision)."""
+    return "dsp_" + _h(decision_id_, str(index))
+
+
+def local_dispatch_id(event_id: str) -> str:
+    """A dispatch without a decision (a §6.3 local action, or a plan's start): from its event ID."""
+    return "dsp_" + _h("local", event_id)

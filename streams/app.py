@@ -1,0 +1,44 @@
+"""The faust App and its settings: nothing else lives here (agents are in ``streams.agents``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faust
+
+from guardian.settings import Settings
+
+
+def app_id(settings: Settings) -> str:
+    """The consumer group and table-topic namespace: one per topic prefix."""
+    return f"{settings.topic_prefix}worker"
+
+
+def create_app(settings: Settings, *, bootstrap: str, worker_id: str = "w0") -> faust.App:
+    """A faust App on ``bootstrap`` with RocksDB tables under the data dir (one folder per worker)."""
+    datadir = Path(settings.tables_dir) / worker_id
+    datadir.parent.mkdir(parents=True, exist_ok=True)
+    return faust.App(
+        app_id(settings),
+        broker=f"kafka://{bootstrap}",
+        store="rocksdb://",
+        datadir=str(datadir),
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        topic_allow_declare=True,
+        web_enabled=False,
+        autodiscover=False,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        producer_linger_ms=2,
+        producer_max_batch_size=256 * 1024,
+        broker_commit_every=2000,
+        broker_commit_interval=1.0,
+        stream_buffer_maxsize=8192,
+        stream_wait_empty=False,
+        table_standby_replicas=0,
+        broker_request_timeout=60.0,
+        broker_session_timeout=30.0,
+        broker_heartbeat_interval=3.0,
+        producer_request_timeout=60.0,
+    )

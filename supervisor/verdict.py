@@ -1,0 +1,31 @@
+"""What a backend answers: one of the six decisions, with its reason and (for a replan) steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DecisionKind = Literal["continue", "ask_user", "replan", "abort", "return_to_station", "complete"]
+Backend = Literal["rules", "gemini", "fallback"]
+DECISIONS: tuple[str, ...] = ("continue", "ask_user", "replan", "abort", "return_to_station", "complete")
+
+RATIONALE_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    decision: DecisionKind
+    reason_code: str
+    rationale: str
+    backend: Backend = "rules"
+    #: for ``replan``: requests proposed by a model (validated like a plan before use)
+    replan_steps: tuple[dict[str, Any], ...] = ()
+    #: for ``replan``: the areas the model keeps (a replan may drop areas); None keeps them all
+    keep_areas: tuple[str, ...] | None = None
+    #: why the rules decided instead of the model (timeline text), for ``fallback``
+    fallback_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def clipped_rationale(self) -> str:
+        text = " ".join(self.rationale.split())
+        return text if len(text) <= RATIONALE_MAX else text[: RATIONALE_MAX - 1] + "…"
