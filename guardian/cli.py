@@ -32,15 +32,21 @@ COMMANDS: dict[str, str] = {
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", help="broker address(es); default GUARDIAN_KAFKA_BOOTSTRAP or the local broker")
+    p.add_argument(
+        "--bootstrap", help="broker address(es); default GUARDIAN_KAFKA_BOOTSTRAP or the local broker"
+    )
     p.add_argument("--topic-prefix", help="topic name prefix; default GUARDIAN_TOPIC_PREFIX or 'guardian.'")
-    p.add_argument("--partitions", type=int, help="partitions of every topic; default GUARDIAN_PARTITIONS or 8")
+    p.add_argument(
+        "--partitions", type=int, help="partitions of every topic; default GUARDIAN_PARTITIONS or 8"
+    )
     p.add_argument("--data-dir", help="tables and local broker data; default GUARDIAN_DATA_DIR")
     p.add_argument("--supervisor", choices=["rules", "gemini"], help="decision backend; default rules")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="guardian", description="Guardian: the cloud supervisor of home robots.")
+    parser = argparse.ArgumentParser(
+        prog="guardian", description="Guardian: the cloud supervisor of home robots."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     kafka = sub.add_parser("kafka", help="a local single-node Apache Kafka broker (KRaft)")
@@ -99,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(bench)
     bench.add_argument("--quick", action="store_true")
     bench.add_argument("--out", default="out/bench")
-    bench.add_argument("--only", default=None, help="comma-separated parts: gate,core,pipeline,passthrough,...")
+    bench.add_argument(
+        "--only", default=None, help="comma-separated parts: gate,core,pipeline,passthrough,..."
+    )
 
     schema = sub.add_parser("schema", help="JSON Schemas of the records")
     ssub = schema.add_subparsers(dest="schema_command", required=True)
@@ -129,7 +137,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         bootstrap=getattr(args, "bootstrap", None),
         topic_prefix=getattr(args, "topic_prefix", None),
         partitions=getattr(args, "partitions", None),
-        data_dir=(None if getattr(args, "data_dir", None) is None else __import__("pathlib").Path(args.data_dir)),
+        data_dir=(
+            None if getattr(args, "data_dir", None) is None else __import__("pathlib").Path(args.data_dir)
+        ),
         supervisor=getattr(args, "supervisor", None),
         language=getattr(args, "language", None),
     )

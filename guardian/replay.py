@@ -65,7 +65,9 @@ def read_kcat_lines(path: Path, names: TopicNames) -> Iterator[InputRecord]:
             topic = obj.get("topic")
             partition, offset, ts = obj.get("partition"), obj.get("offset"), obj.get("ts")
             if not isinstance(topic, str) or not all(isinstance(x, int) for x in (partition, offset, ts)):
-                raise ReplayInputError(f"{where}: needs string 'topic' and integer 'partition', 'offset', 'ts'")
+                raise ReplayInputError(
+                    f"{where}: needs string 'topic' and integer 'partition', 'offset', 'ts'"
+                )
             key, payload = obj.get("key"), obj.get("payload")
             if key is not None and not isinstance(key, str):
                 raise ReplayInputError(f"{where}: 'key' must be a string or null")
@@ -122,7 +124,9 @@ class RecordedDecider:
             decision=d["decision"],
             reason_code=str(d.get("reason_code", "recorded")),
             rationale=str(d.get("rationale", "")),
-            backend=d.get("backend", "rules") if d.get("backend") in ("rules", "gemini", "fallback") else "rules",
+            backend=d.get("backend", "rules")
+            if d.get("backend") in ("rules", "gemini", "fallback")
+            else "rules",
         )
 
 
@@ -152,7 +156,9 @@ def replay_records(
         decider = recorded_decider
     elif mode == "model":
         if model_decider is None:
-            raise ReplayInputError("--decisions model needs GUARDIAN_SUPERVISOR=gemini and a configured model")
+            raise ReplayInputError(
+                "--decisions model needs GUARDIAN_SUPERVISOR=gemini and a configured model"
+            )
         decider = model_decider
     else:
         decider = rules.decide
@@ -162,7 +168,9 @@ def replay_records(
         (r for r in records if r.suffix in _TIE_ORDER),
         key=lambda r: (r.ts, _TIE_ORDER[r.suffix], r.partition, r.offset),
     )
-    outs: dict[str, list[dict[str, Any]]] = {k: [] for k in ("decisions", "dispatch", "timeline", "deadletter")}
+    outs: dict[str, list[dict[str, Any]]] = {
+        k: [] for k in ("decisions", "dispatch", "timeline", "deadletter")
+    }
 
     def collect(items: list[Out]) -> None:
         for o in items:
@@ -200,7 +208,7 @@ def _divergences(recorded: RecordedDecisions, produced: list[dict[str, Any]]) ->
         rec = recorded.by_trigger.get(key)
         if rec is None:
             continue
-        for fld in ("decision_id", "decision", "reason_code", "backend", "state_etag"):
+        for fld in ("decision_id", "decision", "reason_code", "backend", "state_etag", "budget_after"):
             if rec.get(fld) != d.get(fld):
                 found.append(
                     {

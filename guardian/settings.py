@@ -42,7 +42,9 @@ class Settings:
         try:
             partitions = int(partitions_raw)
         except ValueError as exc:
-            raise SettingsError(f"GUARDIAN_PARTITIONS must be a whole number, not {partitions_raw!r}") from exc
+            raise SettingsError(
+                f"GUARDIAN_PARTITIONS must be a whole number, not {partitions_raw!r}"
+            ) from exc
         if partitions < 1:
             raise SettingsError("GUARDIAN_PARTITIONS must be at least 1")
         supervisor = env.get("GUARDIAN_SUPERVISOR", "rules")
@@ -86,5 +88,6 @@ class Settings:
             return marker.read_text(encoding="utf-8").strip()
         raise SettingsError(
             "no Kafka broker configured: run 'guardian kafka up', or set GUARDIAN_KAFKA_BOOTSTRAP "
-            "to an existing cluster (or 'docker compose up kafka' and GUARDIAN_KAFKA_BOOTSTRAP=127.0.0.1:9092)"
+            "to an existing cluster (or 'docker compose up -d kafka' and "
+            "GUARDIAN_KAFKA_BOOTSTRAP=127.0.0.1:9092)"
         )

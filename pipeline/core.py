@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
+from pipeline import ids
 from supervisor import rules
 from supervisor.questions import Language, user_question
 from supervisor.verdict import Verdict
@@ -34,8 +35,6 @@ from tables.state import (
 from topics.gate import make_dead_letter
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import Registry
-
-from pipeline import ids
 
 OutKind = Literal["decisions", "dispatch", "timeline", "deadletter"]
 
@@ -388,7 +387,7 @@ class Pipeline:
         if not ready:
             return
         ready.sort(key=lambda r: (r[0], r[1]))
-        for _, key, st in ready:
+        for _, _key, st in ready:
             trigger, value = st.pending, st.pending_value
             assert trigger is not None
             st.stable, st.pending, st.pending_value = value, None, None
@@ -542,7 +541,9 @@ class Pipeline:
             summary=f"observe: {trigger.type} {_summary_facts(trigger.facts)}",
         )
         channel = trigger.facts.get("channel", "app")
-        verdict = Verdict("abort", "user_cancel", f"The user cancelled by {channel}; user cancel always wins.")
+        verdict = Verdict(
+            "abort", "user_cancel", f"The user cancelled by {channel}; user cancel always wins."
+        )
         self._apply(dev, exp, res, trigger, verdict, exp.etag, at_ms)
 
     # ------------------------------------------------------------------------------------------
@@ -593,7 +594,9 @@ class Pipeline:
             )
             return
         if exp.phase != "active":
-            self._drop(dev, res, "winding_down", trigger.event_id, at_ms, "decision after wind-down discarded")
+            self._drop(
+                dev, res, "winding_down", trigger.event_id, at_ms, "decision after wind-down discarded"
+            )
             return
         budgets = exp.budgets
         if not user_cancel and budgets.decisions >= budgets.max_decisions:
@@ -677,7 +680,9 @@ class Pipeline:
                 comp = cap.compensation.get(operation) if cap else None
                 if comp is None:
                     continue
-                if (capability, operation) == ("security_patrol", "start") and not self._security_running(exp):
+                if (capability, operation) == ("security_patrol", "start") and not self._security_running(
+                    exp
+                ):
                     continue
                 step_id = f"sup_compensate_{capability}_{operation}"
                 if any(r["step_id"] == step_id for r in reqs):
@@ -765,7 +770,11 @@ class Pipeline:
                     experience_id=exp.experience_id,
                 )
                 return False
-        kind = "device_workflow_requests" if any(r.get("depends_on") for r in requests) else "device_task_requests"
+        kind = (
+            "device_workflow_requests"
+            if any(r.get("depends_on") for r in requests)
+            else "device_task_requests"
+        )
         dispatch = {
             "dispatch_id": dispatch_id,
             "decision_id": decision_id,
@@ -821,14 +830,25 @@ class Pipeline:
             return
         if exp.budgets.local_retry <= 0:
             self._drop(
-                dev, res, "budget_exhausted", trigger.event_id, at_ms, "no local retry left: patrol stays paused"
+                dev,
+                res,
+                "budget_exhausted",
+                trigger.event_id,
+                at_ms,
+                "no local retry left: patrol stays paused",
             )
             return
         exp.budgets.local_retry -= 1
         self._local_action(dev, exp, res, trigger, "resume", at_ms)
 
     def _local_action(
-        self, dev: DeviceState, exp: ExperienceState, res: Result, trigger: Trigger, operation: str, at_ms: int
+        self,
+        dev: DeviceState,
+        exp: ExperienceState,
+        res: Result,
+        trigger: Trigger,
+        operation: str,
+        at_ms: int,
     ) -> None:
         self._publish_dispatch(
             dev,
@@ -861,7 +881,12 @@ class Pipeline:
         dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
         if self.is_duplicate(seen_at, received_at_ms):
             self._drop(
-                dev, res, "duplicate", event.event_id, received_at_ms, f"duplicate task event {event.sequence}"
+                dev,
+                res,
+                "duplicate",
+                event.event_id,
+                received_at_ms,
+                f"duplicate task event {event.sequence}",
             )
             return res
         res.mark_seen = True
@@ -890,7 +915,14 @@ class Pipeline:
             self._evidence(dev, exp, res, event, evidence.signal, evidence.area_id, received_at_ms)
         if event.status == "aborted" and not exp.winding_down:
             reason = event.reason_code or "aborted"
-            self._end(dev, exp, res, "failed", received_at_ms, f"device aborted {event.capability}.{event.operation}: {reason}")
+            self._end(
+                dev,
+                exp,
+                res,
+                "failed",
+                received_at_ms,
+                f"device aborted {event.capability}.{event.operation}: {reason}",
+            )
             return res
         self._check_end(dev, exp, res, received_at_ms)
         return res
@@ -960,7 +992,14 @@ class Pipeline:
         if exp.phase == "winding_down":
             if exp.docked and (not exp.security_started or exp.security == "stopped"):
                 status = "aborted" if exp.wind_down == "abort" else "returned"
-                self._end(dev, exp, res, status, at_ms, "docked" + (", security stopped" if exp.security_started else ""))
+                self._end(
+                    dev,
+                    exp,
+                    res,
+                    status,
+                    at_ms,
+                    "docked" + (", security stopped" if exp.security_started else ""),
+                )
             return
         if self.success_met(exp):
             self._end(dev, exp, res, "completed", at_ms, "every success condition has physical evidence")

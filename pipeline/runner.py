@@ -11,13 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pipeline.core import Decider, Out, Pipeline, RawRef, Result
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
 from topics.gate import Admitted, Gate
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import Registry
-
-from pipeline.core import Decider, Out, Pipeline, RawRef, Result
 
 InputKind = str  # "plans" | "observations" | "task-events" | "device-context"
 
@@ -174,7 +173,12 @@ class Processor:
         if dev is None:
             return Processed([], [], device_id)
         res = self.pipeline.apply_verdict(
-            dev, store.get_experience(device_id), trigger, verdict, decided_on_etag=decided_on_etag, at_ms=at_ms
+            dev,
+            store.get_experience(device_id),
+            trigger,
+            verdict,
+            decided_on_etag=decided_on_etag,
+            at_ms=at_ms,
         )
         store.put_device(dev)
         if res.experience is not None:

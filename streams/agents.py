@@ -56,8 +56,10 @@ class PipelineShell:
     control_topic: Any
     #: device -> (partition, due receive-time ms) of its earliest pending debounce change
     pending_confirm: dict[str, tuple[int, int]] = field(default_factory=dict)
-    #: partitions seen, for the dedup sweep
-    partitions: set[int] = field(default_factory=set)
+    #: partition -> latest Kafka timestamp processed (the partition's receive-time clock)
+    stream_time: dict[int, int] = field(default_factory=dict)
+    #: partition -> wall-clock seconds (monotonic) of the last record processed
+    last_activity: dict[int, float] = field(default_factory=dict)
     #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
     submit: VerdictSink | None = None
     processed: int = 0
@@ -90,9 +92,12 @@ class PipelineShell:
     def handle(self, msg: Any) -> None:
         """One consumed message (the current event is already set by the caller)."""
         partition = int(msg.partition)
-        self.partitions.add(partition)
         received_at_ms = round(msg.timestamp * 1000)
         suffix = self.names.suffix_of(msg.topic)
+        if suffix != "control":
+            if received_at_ms > self.stream_time.get(partition, 0):
+                self.stream_time[partition] = received_at_ms
+            self.last_activity[partition] = time.monotonic()
         if suffix == "control":
             self.control(msg.value, partition, received_at_ms)
             return
@@ -122,7 +127,8 @@ class PipelineShell:
         op = cmd.get("op")
         if op == "confirm":
             device_id = str(cmd.get("device_id"))
-            done = self.processor.confirm_quiet(self.store, device_id, received_at_ms)
+            now_ms = int(cmd.get("now_ms", received_at_ms))
+            done = self.processor.confirm_quiet(self.store, device_id, now_ms)
             self.emit(done.outs)
             self.track(done, partition)
         elif op == "sweep":
@@ -141,12 +147,18 @@ class PipelineShell:
                 fallback_reason=v.get("fallback_reason"),
             )
             done = self.processor.apply(
-                self.store, device_id, trigger, verdict, int(cmd["etag"]), int(cmd.get("at_ms", received_at_ms))
+                self.store,
+                device_id,
+                trigger,
+                verdict,
+                int(cmd["etag"]),
+                int(cmd.get("at_ms", received_at_ms)),
             )
             self.emit(done.outs)
             self.track(done, partition)
 
     def sweep(self, partition: int, now_ms: int) -> int:
+        now_ms = min(now_ms, self.stream_time.get(partition, now_ms))
         """Delete dedup keys of this partition older than the dedup window (bounded per call)."""
         window = self.processor.pipeline.dedup_window_ms
         store = self.tables.seen.data
@@ -170,10 +182,22 @@ class PipelineShell:
             del self.tables.seen[key]
         return len(expired)
 
-    def due_confirmations(self, now_ms: int) -> list[tuple[str, int]]:
-        due = [(d, p) for d, (p, at) in self.pending_confirm.items() if at <= now_ms]
-        for d, _ in due:
-            del self.pending_confirm[d]
+    def due_confirmations(self, wall_ms: int, idle_s: float = 1.0) -> list[tuple[str, int, int]]:
+        """Devices whose pending debounce change is due: (device, partition, now_ms to confirm at).
+
+        The clock is the partition's receive-time clock (the latest Kafka timestamp processed
+        there), so a worker catching up on old records confirms exactly where a replay would; a
+        partition that has been idle for ``idle_s`` follows the wall clock (a quiet device)."""
+        due: list[tuple[str, int, int]] = []
+        mono = time.monotonic()
+        for device_id, (partition, at) in self.pending_confirm.items():
+            now_ms = self.stream_time.get(partition, 0)
+            if now_ms < at and mono - self.last_activity.get(partition, 0.0) >= idle_s:
+                now_ms = max(now_ms, wall_ms)
+            if at <= now_ms:
+                due.append((device_id, partition, now_ms))
+        for device_id, _, _ in due:
+            del self.pending_confirm[device_id]
         return due
 
     def send_control(self, partition: int, key: str, cmd: dict[str, Any]) -> None:
@@ -204,14 +228,15 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.agent(inputs, name="guardian.pipeline")(pipeline)
 
     async def confirm_quiet_devices() -> None:
-        now_ms = int(time.time() * 1000)
-        for device_id, partition in shell.due_confirmations(now_ms):
-            shell.send_control(partition, device_id, {"op": "confirm", "device_id": device_id})
+        for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
+            shell.send_control(
+                partition, device_id, {"op": "confirm", "device_id": device_id, "now_ms": now_ms}
+            )
 
     app.timer(CONFIRM_EVERY_S, name="guardian.confirm")(confirm_quiet_devices)
 
     async def sweep_dedup_memory() -> None:
-        for partition in sorted(shell.partitions):
+        for partition in sorted(shell.stream_time):
             shell.send_control(partition, f"sweep-{partition}", {"op": "sweep"})
 
     app.timer(SWEEP_EVERY_S, name="guardian.sweep")(sweep_dedup_memory)

@@ -11,13 +11,12 @@ from typing import Any
 from guardian.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
+from streams.agents import PipelineShell, register_agents
+from streams.app import create_app
 from supervisor import rules
 from tables.faust_tables import FaustStore, define_tables
 from topics.names import TopicNames
 from topics.registry import RegistryError, load_registry
-
-from streams.agents import PipelineShell, register_agents
-from streams.app import create_app
 
 
 def build_worker_app(settings: Settings, *, bootstrap: str, worker_id: str) -> tuple[Any, PipelineShell]:
@@ -56,14 +55,17 @@ def default_worker_id() -> str:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     bootstrap = settings.resolve_bootstrap()
     try:
-        app, _shell = build_worker_app(settings, bootstrap=bootstrap, worker_id=args.worker_id or default_worker_id())
+        app, _shell = build_worker_app(
+            settings, bootstrap=bootstrap, worker_id=args.worker_id or default_worker_id()
+        )
     except RegistryError as exc:
         print(f"guardian worker: broken registry: {exc}", file=sys.stderr)
         return 2
     import faust
 
     print(
-        f"guardian worker on {bootstrap} (prefix {settings.topic_prefix!r}, {settings.partitions} partitions, "
+        f"guardian worker on {bootstrap} (prefix {settings.topic_prefix!r}, "
+        f"{settings.partitions} partitions, "
         f"supervisor {settings.supervisor}) host {socket.gethostname()}",
         flush=True,
     )

@@ -14,7 +14,8 @@ _SOMEWHERE = {"ko": "집 안", "en": "your home"}
 
 _TEMPLATES: dict[str, dict[str, str]] = {
     "verification_timed_out": {
-        "ko": "{area}에서 감지된 사람의 확인이 제한 시간 안에 끝나지 않았어요. 아는 분인가요? 순찰을 계속할까요?",
+        "ko": "{area}에서 감지된 사람의 확인이 제한 시간 안에 끝나지 않았어요. "
+        "아는 분인가요? 순찰을 계속할까요?",
         "en": "We could not verify the person seen in {area} in time. Do you know who it is? "
         "Should the patrol go on?",
     },
@@ -29,8 +30,5 @@ _TEMPLATES: dict[str, dict[str, str]] = {
 def user_question(reason_code: str, area_name: str | None, language: Language = "ko") -> str:
     """The spoken question for ``reason_code``, naming the area in words."""
     template = _TEMPLATES.get(reason_code, _TEMPLATES["default"])[language]
-    if area_name:
-        area = area_name
-    else:
-        area = _SOMEWHERE[language]
+    area = area_name or _SOMEWHERE[language]
     return template.format(area=area)

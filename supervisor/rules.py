@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tables.state import ExperienceState, Trigger
-
 from supervisor.verdict import Verdict
+from tables.state import ExperienceState, Trigger
 
 
 def _where(exp: ExperienceState, trigger: Trigger) -> str:

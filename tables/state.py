@@ -137,9 +137,7 @@ class DeviceState:
             active_experience_id=d["active_experience_id"],
             ended_experiences=[(a, b) for a, b in d["ended_experiences"]],
             last_task_sequence=d["last_task_sequence"],
-            snapshot={
-                k: SnapshotEntry(v[0], v[1], v[2], v[3], v[4]) for k, v in d["snapshot"].items()
-            },
+            snapshot={k: SnapshotEntry(v[0], v[1], v[2], v[3], v[4]) for k, v in d["snapshot"].items()},
             debounce={
                 k: DebounceState(
                     stable=v[0],

@@ -146,12 +146,18 @@ class Script:
 
     # -- common story pieces -----------------------------------------------------------------
     def security_started(self) -> Script:
-        self.task("security_patrol", "start", "completed", signal="security.started", step_id="start_security")
+        self.task(
+            "security_patrol", "start", "completed", signal="security.started", step_id="start_security"
+        )
         return self
 
     def patrol(self, area: str) -> Script:
         self.task(
-            "security_patrol", "patrol", "progress", signal="security.area_patrolled", area_id=area,
+            "security_patrol",
+            "patrol",
+            "progress",
+            signal="security.area_patrolled",
+            area_id=area,
             step_id="patrol_areas",
         )
         return self
@@ -162,6 +168,10 @@ class Script:
 
     def docked(self) -> Script:
         self.task(
-            "movement", "return_to_station", "completed", signal="movement.station_charging", step_id="return_home"
+            "movement",
+            "return_to_station",
+            "completed",
+            signal="movement.station_charging",
+            step_id="return_home",
         )
         return self

@@ -66,7 +66,7 @@ class TopicNames:
     def suffix_of(self, topic: str) -> str | None:
         """The §1 suffix of a full topic name, or None when it is not one of ours."""
         if topic.startswith(self.prefix):
-            rest = topic[len(self.prefix):]
+            rest = topic[len(self.prefix) :]
             if rest in ALL_SUFFIXES:
                 return rest
         return None

@@ -46,7 +46,12 @@ def guardian_plan(
         "areas": list(areas),
         "area_names": {a: names[a] for a in areas if a in names},
         "steps": [
-            {"step_id": "check_availability", "capability": "security_patrol", "operation": "check", "args": {}},
+            {
+                "step_id": "check_availability",
+                "capability": "security_patrol",
+                "operation": "check",
+                "args": {},
+            },
             {
                 "step_id": "start_security",
                 "capability": "security_patrol",

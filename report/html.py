@@ -1,0 +1,984 @@
+"""The self-contained HTML incident report.
+
+`render_report` turns the pipeline's output records (CONTRACTS.md §6 decisions, §7 dispatches,
+§8 timeline entries, §10 dead letters) and the final statuses of `summary.json` (§12) into one
+HTML page: inline CSS, inline JS and inline SVG, no external reference of any kind, every record
+string escaped. `render_report_from_dir` does the same from a replay/demo output directory and
+writes `report.html` there.
+
+The page is deterministic (same records, same bytes: no wall clock) and bounded: per-lane entry
+tables and charts are capped by a page-wide budget so that ~2,000 experiences and ~100k timeline
+entries stay in the tens of MB.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any, Final
+
+Record = Mapping[str, Any]
+
+STAGES: Final[tuple[str, ...]] = ("goal", "observe", "decide", "act", "evidence", "end", "drop")
+STATUSES: Final[tuple[str, ...]] = ("completed", "aborted", "returned", "superseded", "failed", "active")
+DROP_REASONS: Final[tuple[str, ...]] = (
+    "duplicate",
+    "stale",
+    "clock_skew",
+    "debounced",
+    "uncorrelated",
+    "not_subscribed",
+    "budget_exhausted",
+    "winding_down",
+    "out_of_order",
+    "stale_etag",
+    "plan_rejected",
+)
+DECISIONS: Final[tuple[str, ...]] = (
+    "continue",
+    "ask_user",
+    "replan",
+    "abort",
+    "return_to_station",
+    "complete",
+)
+BACKENDS: Final[tuple[str, ...]] = ("rules", "gemini", "fallback")
+DEAD_LETTER_REASONS: Final[tuple[str, ...]] = (
+    "not_json",
+    "schema_invalid",
+    "too_large",
+    "key_mismatch",
+    "privacy_violation",
+    "fact_invalid",
+    "unknown_contract",
+    "cross_device",
+    "plan_invalid",
+)
+
+# Page-wide budgets (water-filled over the lanes) and per-lane bounds.
+TABLE_ROW_BUDGET: Final = 30_000
+TABLE_ROWS_MIN: Final = 20
+TABLE_ROWS_MAX: Final = 300
+SVG_MARK_BUDGET: Final = 50_000
+SVG_MARKS_MIN: Final = 40
+SVG_MARKS_MAX: Final = 600
+DETAIL_ROWS_MAX: Final = 50
+OPEN_LANES_MAX: Final = 40
+
+NO_EXPERIENCE: Final = "none"
+
+# SVG geometry (user units; the chart scales to the page width).
+_W: Final = 1200.0
+_X0: Final = 92.0
+_X1: Final = 1184.0
+_TOP: Final = 6.0
+_ROW: Final = 19.0
+_AXIS: Final = 22.0
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _e(value: object) -> str:
+    """Escape any record value for HTML text or a quoted attribute."""
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _str(rec: Record, key: str) -> str:
+    value = rec.get(key)
+    return "" if value is None else str(value)
+
+
+def _int(rec: Record, key: str) -> int | None:
+    value = rec.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _known(value: str, known: Iterable[str]) -> str:
+    """A CSS-safe class suffix: the value itself when it is one of the known enum values."""
+    return value if value in known else "other"
+
+
+def _fmt_time(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    try:
+        dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return dt.strftime("%Y-%m-%d %H:%M:%S") + f".{ms % 1000:03d}Z"
+
+
+def _fmt_clock(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    try:
+        dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return dt.strftime("%H:%M:%S") + f".{ms % 1000:03d}"
+
+
+def _fmt_dur(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms} ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.1f}s".replace(".0s", "s")
+    m, sec = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m {sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m"
+
+
+def _n(count: int) -> str:
+    return f"{count:,}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def _water_fill(sizes: Sequence[int], budget: int, lo: int, hi: int) -> int:
+    """The largest per-lane cap c in [lo, hi] with sum(min(size, c)) <= budget (at least lo)."""
+    if sum(min(s, hi) for s in sizes) <= budget:
+        return hi
+    best = lo
+    a, b = lo, hi
+    while a <= b:
+        mid = (a + b) // 2
+        if sum(min(s, mid) for s in sizes) <= budget:
+            best, a = mid, mid + 1
+        else:
+            b = mid - 1
+    return best
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass
+class _Lane:
+    key: str
+    experience_id: str  # "" for a device's "no experience" lane
+    device_id: str
+    entries: list[Record] = field(default_factory=list)
+    decisions: list[Record] = field(default_factory=list)
+    dispatches: list[Record] = field(default_factory=list)
+    status: str = ""
+
+    @property
+    def is_experience(self) -> bool:
+        return self.experience_id != ""
+
+
+def _sort_key(indexed: tuple[int, Record]) -> tuple[int, int, int]:
+    i, rec = indexed
+    at = _int(rec, "at_ms")
+    seq = _int(rec, "seq")
+    return (at if at is not None else -1, seq if seq is not None else i, i)
+
+
+def _build_lanes(
+    decisions: Sequence[Record],
+    dispatches: Sequence[Record],
+    timeline: Sequence[Record],
+    statuses: Mapping[str, str],
+) -> list[_Lane]:
+    lanes: dict[str, _Lane] = {}
+
+    def lane_for(exp: str, device: str) -> _Lane:
+        key = f"e:{exp}" if exp else f"d:{device}"
+        lane = lanes.get(key)
+        if lane is None:
+            lane = lanes[key] = _Lane(key=key, experience_id=exp, device_id=device)
+        elif not lane.device_id and device:
+            lane.device_id = device
+        return lane
+
+    for rec in timeline:
+        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).entries.append(rec)
+    for rec in decisions:
+        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).decisions.append(rec)
+    for rec in dispatches:
+        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).dispatches.append(rec)
+    for exp in statuses:
+        if exp:
+            lane_for(str(exp), "")
+
+    for lane in lanes.values():
+        lane.entries = [rec for _, rec in sorted(enumerate(lane.entries), key=_sort_key)]
+        if not lane.is_experience:
+            lane.status = NO_EXPERIENCE
+            continue
+        status = statuses.get(lane.experience_id)
+        if not status:
+            ends = [_str(r, "status") for r in lane.entries if _str(r, "stage") == "end"]
+            status = next((s for s in reversed(ends) if s), "active")
+        lane.status = str(status)
+
+    def order(lane: _Lane) -> tuple[str, int, int, str]:
+        times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
+        times += [t for t in (_int(r, "decided_at_ms") for r in lane.decisions) if t is not None]
+        first = min(times) if times else 0
+        return (lane.device_id, 0 if lane.is_experience else 1, first, lane.experience_id)
+
+    return sorted(lanes.values(), key=order)
+
+
+# --------------------------------------------------------------------------- overview
+
+
+def _count_table(title: str, counts: Counter[str], order: Sequence[str], css: str, empty: str) -> str:
+    keys = [k for k in order if counts.get(k)] + sorted(k for k in counts if k not in order)
+    total = sum(counts.values())
+    head = f'<h3>{_e(title)} <span class="tot">{_n(total)}</span></h3>'
+    if not keys:
+        return f'<div class="card">{head}<p class="muted">{_e(empty)}</p></div>'
+    top = max(counts.values())
+    rows = []
+    for k in keys:
+        c = counts[k]
+        width = max(2.0, 100.0 * c / top)
+        cls = f"{css}-{_known(k, order)}" if css else ""
+        rows.append(
+            f'<tr><td class="mono">{_e(k or "—")}</td><td class="num">{_n(c)}</td>'
+            f'<td class="barcell"><span class="bar {cls}" style="width:{width:.1f}%"></span></td></tr>'
+        )
+    return f'<div class="card">{head}<table class="counts">{"".join(rows)}</table></div>'
+
+
+def _status_strip(counts: Counter[str]) -> str:
+    total = sum(counts.values())
+    if not total:
+        return ""
+    keys = [k for k in STATUSES if counts.get(k)] + sorted(k for k in counts if k not in STATUSES)
+    segs = "".join(
+        f'<span class="seg st-{_known(k, STATUSES)}" style="width:{100.0 * counts[k] / total:.3f}%" '
+        f'title="{_e(k)}: {_n(counts[k])}"></span>'
+        for k in keys
+    )
+    return f'<div class="strip">{segs}</div>'
+
+
+def _overview(
+    lanes: Sequence[_Lane],
+    decisions: Sequence[Record],
+    dispatches: Sequence[Record],
+    timeline: Sequence[Record],
+    dead_letters: Sequence[Record],
+) -> str:
+    exp_lanes = [lane for lane in lanes if lane.is_experience]
+    by_status: Counter[str] = Counter(lane.status for lane in exp_lanes)
+    for s in STATUSES:
+        by_status.setdefault(s, 0)
+    drops: Counter[str] = Counter(_str(r, "drop_reason") for r in timeline if _str(r, "stage") == "drop")
+    dead: Counter[str] = Counter(_str(r, "reason_code") for r in dead_letters)
+    by_decision: Counter[str] = Counter(_str(r, "decision") for r in decisions)
+    by_backend: Counter[str] = Counter(_str(r, "backend") for r in decisions)
+    local = sum(1 for r in dispatches if r.get("decision_id") is None)
+    devices = {lane.device_id for lane in lanes if lane.device_id}
+
+    status_rows = "".join(
+        f'<tr><td><span class="badge st-{_known(k, STATUSES)}">{_e(k)}</span></td>'
+        f'<td class="num">{_n(c)}</td></tr>'
+        for k, c in sorted(by_status.items(), key=lambda kc: (kc[0] not in STATUSES, _status_rank(kc[0])))
+    )
+    stats = (
+        '<div class="stats">'
+        f'<div class="stat"><b>{_n(len(exp_lanes))}</b><span>experiences</span></div>'
+        f'<div class="stat"><b>{_n(len(devices))}</b><span>devices</span></div>'
+        f'<div class="stat"><b>{_n(len(timeline))}</b><span>timeline entries</span></div>'
+        f'<div class="stat"><b>{_n(len(decisions))}</b><span>decisions</span></div>'
+        f'<div class="stat"><b>{_n(len(dispatches))}</b><span>dispatches</span>'
+        f"<small>{_n(len(dispatches) - local)} from decisions · {_n(local)} local</small></div>"
+        f'<div class="stat"><b>{_n(sum(drops.values()))}</b><span>drops</span></div>'
+        f'<div class="stat"><b>{_n(len(dead_letters))}</b><span>dead letters</span></div>'
+        "</div>"
+    )
+    status_card = (
+        f'<div class="card"><h3>Experiences by final status <span class="tot">{_n(len(exp_lanes))}</span>'
+        f'</h3>{_status_strip(by_status)}<table class="counts status-counts">{status_rows}</table></div>'
+    )
+    cards = (
+        status_card
+        + _count_table("Drop reasons", drops, DROP_REASONS, "dr", "No drops.")
+        + _count_table("Dead letters by reason", dead, DEAD_LETTER_REASONS, "dl", "No dead letters.")
+        + _count_table("Decisions", by_decision, DECISIONS, "dc", "No decisions.")
+        + _count_table("Decision backends", by_backend, BACKENDS, "be", "No decisions.")
+    )
+    return f'<section id="overview"><h2>Fleet overview</h2>{stats}<div class="cards">{cards}</div></section>'
+
+
+def _status_rank(status: str) -> int:
+    return STATUSES.index(status) if status in STATUSES else len(STATUSES)
+
+
+# --------------------------------------------------------------------------- the swimlane chart
+
+
+def _sample(items: list[tuple[int, Record]], cap: int) -> list[tuple[int, Record]]:
+    """Keep at most `cap` entries: every non-drop stage first (goal and end always), drops sampled."""
+    if len(items) <= cap:
+        return items
+    main = [it for it in items if _str(it[1], "stage") != "drop"]
+    drops = [it for it in items if _str(it[1], "stage") == "drop"]
+    if len(main) >= cap:
+        must = [it for it in main if _str(it[1], "stage") in ("goal", "end")]
+        rest = [it for it in main if _str(it[1], "stage") not in ("goal", "end")]
+        chosen = must + _even(rest, max(0, cap - len(must)))
+    else:
+        chosen = main + _even(drops, cap - len(main))
+    return sorted(chosen, key=lambda it: it[0])
+
+
+def _even(items: list[tuple[int, Record]], k: int) -> list[tuple[int, Record]]:
+    if k <= 0:
+        return []
+    if len(items) <= k:
+        return items
+    step = len(items) / k
+    return [items[int(i * step)] for i in range(k)]
+
+
+def _positions(times: Sequence[int]) -> list[float]:
+    """x per mark: linear in time, equal times kept apart in sequence order, squeezed to fit."""
+    n = len(times)
+    if n == 0:
+        return []
+    span = _X1 - _X0
+    tmin, tmax = times[0], times[-1]
+    scale = span / (tmax - tmin) if tmax > tmin else 0.0
+    xs = [_X0 + (t - tmin) * scale for t in times]
+    gap = min(8.0, span / max(n - 1, 1))
+    for i in range(1, n):
+        xs[i] = max(xs[i], xs[i - 1] + gap)
+    if xs[-1] > _X1:
+        k = span / (xs[-1] - _X0)
+        xs = [_X0 + (x - _X0) * k for x in xs]
+    return xs
+
+
+def _nice_step(duration: int) -> int:
+    steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000]
+    steps += [120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 21_600_000, 86_400_000]
+    for s in steps:
+        if duration / s <= 6:
+            return s
+    return max(1, duration // 6)
+
+
+def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
+    """The lane's SVG and how many marks it shows."""
+    items: list[tuple[int, Record]] = []
+    for i, rec in enumerate(lane.entries):
+        if _str(rec, "stage") in STAGES:
+            items.append((i, rec))
+    shown = _sample(items, cap)
+    # times: a missing at_ms borrows the previous one (sequence order keeps them apart)
+    times: list[int] = []
+    last = next((t for t in (_int(r, "at_ms") for _, r in shown) if t is not None), 0)
+    for _, rec in shown:
+        t = _int(rec, "at_ms")
+        last = t if t is not None else last
+        times.append(last)
+    xs = _positions(times)
+    height = _TOP + _ROW * len(STAGES) + _AXIS
+    row_y = {stage: _TOP + _ROW * i + _ROW / 2 for i, stage in enumerate(STAGES)}
+
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {_W:.0f} {height:.0f}" role="img" '
+        f'aria-label="timeline of {_e(lane.experience_id or lane.device_id)}">'
+    ]
+    for i, stage in enumerate(STAGES):
+        y = _TOP + _ROW * i
+        parts.append(
+            f'<rect class="band{i % 2}" x="0" y="{y:.0f}" width="{_W:.0f}" height="{_ROW:.0f}"/>'
+            f'<text class="rowlbl" x="8" y="{y + _ROW / 2 + 4:.0f}">{stage.capitalize()}</text>'
+        )
+    # time axis
+    axis_y = _TOP + _ROW * len(STAGES)
+    parts.append(f'<line class="axis" x1="{_X0:.0f}" y1="{axis_y:.0f}" x2="{_X1:.0f}" y2="{axis_y:.0f}"/>')
+    if times:
+        t0, t1 = times[0], times[-1]
+        step = _nice_step(max(t1 - t0, 1))
+        tick = 0
+        path: list[str] = []
+        labels: list[str] = []
+        while t0 + tick <= t1 or tick == 0:
+            x = _x_at(t0 + tick, times, xs)
+            path.append(f"M{x:.1f} {_TOP:.0f}V{axis_y + 4:.0f}")
+            labels.append(f'<text x="{x:.1f}" y="{axis_y + 16:.0f}">+{_e(_fmt_dur(tick))}</text>')
+            tick += step
+        parts.append(f'<path class="tick" d="{"".join(path)}"/><g class="ticklbl">{"".join(labels)}</g>')
+    # the flow through the non-drop stages
+    flow = [
+        f"{x:.1f},{row_y[_str(rec, 'stage')]:.0f}"
+        for (_, rec), x in zip(shown, xs, strict=True)
+        if _str(rec, "stage") != "drop"
+    ]
+    if len(flow) > 1:
+        parts.append(f'<polyline class="flow" points="{" ".join(flow)}"/>')
+    # marks, grouped per stage row
+    by_stage: dict[str, list[str]] = {s: [] for s in STAGES}
+    t_first = times[0] if times else 0
+    for (_, rec), x, t in zip(shown, xs, times, strict=True):
+        stage = _str(rec, "stage")
+        tip = [f"{stage} · {_fmt_clock(_int(rec, 'at_ms'))} (+{_fmt_dur(t - t_first)})"]
+        if _str(rec, "summary"):
+            tip.append(_str(rec, "summary"))
+        tip.append(f"ref_id: {_str(rec, 'ref_id') or '—'}")
+        if _str(rec, "drop_reason"):
+            tip.append(f"drop reason: {_str(rec, 'drop_reason')}")
+        if stage == "end" and _str(rec, "status"):
+            tip.append(f"status: {_str(rec, 'status')}")
+        title = _e("\n".join(tip))
+        if stage == "end":
+            cls = f"st-{_known(_str(rec, 'status'), STATUSES)}"
+            by_stage[stage].append(
+                f'<circle class="{cls}" cx="{x:.1f}" r="6.5"><title>{title}</title></circle>'
+            )
+        else:
+            by_stage[stage].append(f'<circle cx="{x:.1f}" r="4.5"><title>{title}</title></circle>')
+    for stage, marks in by_stage.items():
+        if marks:
+            parts.append(
+                f'<g class="k-{stage}" transform="translate(0,{row_y[stage]:.1f})">{"".join(marks)}</g>'
+            )
+    parts.append("</svg>")
+    return "".join(parts), len(shown)
+
+
+def _x_at(t: int, times: Sequence[int], xs: Sequence[float]) -> float:
+    """The x of time t on the (monotone, piecewise linear) mark scale."""
+    j = bisect.bisect_right(times, t)
+    if j == 0:
+        return xs[0]
+    if j >= len(times):
+        return xs[-1]
+    ta, tb, xa, xb = times[j - 1], times[j], xs[j - 1], xs[j]
+    if tb == ta:
+        return xa
+    return xa + (xb - xa) * (t - ta) / (tb - ta)
+
+
+# --------------------------------------------------------------------------- per-lane sections
+
+
+def _entries_table(lane: _Lane, cap: int) -> str:
+    entries = lane.entries
+    if not entries:
+        return '<p class="muted">No timeline entries.</p>'
+    t0 = next((t for t in (_int(r, "at_ms") for r in entries) if t is not None), None)
+
+    def row(rec: Record) -> str:
+        stage = _str(rec, "stage")
+        at = _int(rec, "at_ms")
+        rel = f"+{_fmt_dur(at - t0)}" if at is not None and t0 is not None else ""
+        note = _str(rec, "drop_reason") or (_str(rec, "status") if stage == "end" else "")
+        return (
+            f'<tr><td class="mono num">{_e(_str(rec, "seq"))}</td>'
+            f'<td class="mono" title="{_e(_fmt_time(at))}">{_e(_fmt_clock(at))}</td>'
+            f'<td class="mono rel">{_e(rel)}</td>'
+            f'<td><span class="stg k-{_known(stage, STAGES)}">{_e(stage)}</span></td>'
+            f'<td class="mono id">{_e(_str(rec, "ref_id"))}</td>'
+            f"<td>{_e(_str(rec, 'summary'))}</td>"
+            f'<td class="mono">{_e(note)}</td></tr>'
+        )
+
+    if len(entries) <= cap:
+        body = "".join(row(r) for r in entries)
+    else:
+        head_n = cap // 2
+        tail_n = cap - head_n
+        hidden = len(entries) - cap
+        body = (
+            "".join(row(r) for r in entries[:head_n])
+            + f'<tr class="more"><td colspan="7">… {_n(hidden)} more entries not shown '
+            f"(first {head_n} and last {tail_n} of {_n(len(entries))}) …</td></tr>"
+            + "".join(row(r) for r in entries[len(entries) - tail_n :])
+        )
+    return (
+        '<table class="entries"><thead><tr><th>seq</th><th>time (UTC)</th><th>Δ</th><th>stage</th>'
+        "<th>ref_id</th><th>summary</th><th>drop reason / status</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def _capped(rows: list[str], total: int, what: str) -> str:
+    more = total - len(rows)
+    if more > 0:
+        rows.append(f'<tr class="more"><td colspan="9">… {_n(more)} more {_e(what)} …</td></tr>')
+    return "".join(rows)
+
+
+def _decisions_html(lane: _Lane) -> str:
+    if not lane.decisions:
+        return ""
+    recs = sorted(lane.decisions, key=lambda r: _int(r, "decided_at_ms") or 0)
+    rows = []
+    for rec in recs[:DETAIL_ROWS_MAX]:
+        budget = rec.get("budget_after")
+        budget_txt = (
+            " ".join(f"{k}={v}" for k, v in budget.items())
+            if isinstance(budget, Mapping)
+            else _str(rec, "budget_after")
+        )
+        decision = _str(rec, "decision")
+        backend = _str(rec, "backend")
+        rows.append(
+            f'<tr><td class="mono">{_e(_fmt_clock(_int(rec, "decided_at_ms")))}</td>'
+            f'<td><span class="badge dc-{_known(decision, DECISIONS)}">{_e(decision)}</span></td>'
+            f'<td class="mono">{_e(_str(rec, "reason_code"))}</td>'
+            f'<td><span class="badge be-{_known(backend, BACKENDS)}">{_e(backend)}</span></td>'
+            f"<td>{_e(_str(rec, 'rationale'))}</td>"
+            f'<td class="mono id">{_e(_str(rec, "trigger_event_id"))}</td>'
+            f'<td class="mono small">{_e(budget_txt)}</td></tr>'
+        )
+    return (
+        f"<h4>Decisions ({_n(len(recs))})</h4>"
+        '<table class="detail"><thead><tr><th>time</th><th>decision</th><th>reason</th><th>backend</th>'
+        "<th>rationale</th><th>trigger</th><th>budget after</th></tr></thead>"
+        f"<tbody>{_capped(rows, len(recs), 'decisions')}</tbody></table>"
+    )
+
+
+def _dispatches_html(lane: _Lane) -> str:
+    if not lane.dispatches:
+        return ""
+    recs = sorted(lane.dispatches, key=lambda r: _int(r, "created_at_ms") or 0)
+    rows = []
+    for rec in recs[:DETAIL_ROWS_MAX]:
+        requests = rec.get("requests")
+        ops: list[str] = []
+        if isinstance(requests, list):
+            for req in requests:
+                if isinstance(req, Mapping):
+                    ops.append(f"{_str(req, 'capability')}.{_str(req, 'operation')}")
+        ops_html = (
+            " ".join(f'<span class="op">{_e(op)}</span>' for op in ops) or '<span class="muted">—</span>'
+        )
+        tts = _str(rec, "tts")
+        origin = "local" if rec.get("decision_id") is None else _str(rec, "decision_id")
+        rows.append(
+            f'<tr><td class="mono">{_e(_fmt_clock(_int(rec, "created_at_ms")))}</td>'
+            f"<td>{ops_html}</td>"
+            f"<td>{_e(tts) if tts else '<span class=muted>—</span>'}</td>"
+            f'<td class="mono small">{_e(_str(rec, "kind"))}</td>'
+            f'<td class="mono id">{_e(_str(rec, "dispatch_id"))}</td>'
+            f'<td class="mono id">{_e(origin)}</td></tr>'
+        )
+    return (
+        f"<h4>Dispatches ({_n(len(recs))})</h4>"
+        '<table class="detail"><thead><tr><th>time</th><th>requests</th><th>tts</th><th>kind</th>'
+        "<th>dispatch_id</th><th>decision</th></tr></thead>"
+        f"<tbody>{_capped(rows, len(recs), 'dispatches')}</tbody></table>"
+    )
+
+
+def _evidence_html(lane: _Lane) -> str:
+    end_at = next((i for i, r in enumerate(lane.entries) if _str(r, "stage") == "end"), None)
+    upto = lane.entries if end_at is None else lane.entries[:end_at]
+    evidence = [r for r in upto if _str(r, "stage") == "evidence"]
+    if end_at is None:
+        title = "Evidence so far (not closed)"
+    else:
+        end = lane.entries[end_at]
+        ended = f"{_str(end, 'status') or '?'} at {_fmt_clock(_int(end, 'at_ms'))}"
+        title = f"Evidence that closed it (ended {ended})"
+    if not evidence:
+        return f'<h4>{_e(title)}</h4><p class="muted">No evidence entries.</p>'
+    more = len(evidence) - DETAIL_ROWS_MAX
+    items = "".join(
+        f'<li><span class="mono">{_e(_fmt_clock(_int(r, "at_ms")))}</span> {_e(_str(r, "summary"))} '
+        f'<span class="mono id">{_e(_str(r, "ref_id"))}</span></li>'
+        for r in evidence[-DETAIL_ROWS_MAX:]
+    )
+    note = f'<li class="muted">… {_n(more)} earlier evidence entries …</li>' if more > 0 else ""
+    return f'<h4>{_e(title)}</h4><ul class="evidence">{note}{items}</ul>'
+
+
+def _lane_html(index: int, lane: _Lane, table_cap: int, svg_cap: int, open_: bool) -> str:
+    status = lane.status
+    times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
+    span = f"{_fmt_time(min(times))} · {_fmt_dur(max(times) - min(times))}" if times else "no timeline"
+    drops = sum(1 for r in lane.entries if _str(r, "stage") == "drop")
+    if lane.is_experience:
+        name = f'<span class="mono exp">{_e(lane.experience_id)}</span>'
+        badge = f'<span class="badge st-{_known(status, STATUSES)}">{_e(status)}</span>'
+    else:
+        name = '<span class="noexp">no experience</span>'
+        badge = '<span class="badge st-other">unscoped</span>'
+    meta = (
+        f"{_n(len(lane.entries))} {'entry' if len(lane.entries) == 1 else 'entries'} · "
+        f"{_plural(drops, 'drop')} · {_plural(len(lane.decisions), 'decision')} · "
+        f"{_n(len(lane.dispatches))} {'dispatch' if len(lane.dispatches) == 1 else 'dispatches'} · {span}"
+    )
+    summary = (
+        f"<summary>{name}"
+        f'<button type="button" class="dev mono" data-filter-device="{_e(lane.device_id)}" '
+        f'title="show only this device">{_e(lane.device_id or "?")}</button>'
+        f'{badge}<span class="meta">{_e(meta)}</span></summary>'
+    )
+    body: list[str] = []
+    if lane.entries:
+        chart, shown = _chart(lane, svg_cap)
+        body.append(chart)
+        charted = sum(1 for r in lane.entries if _str(r, "stage") in STAGES)
+        if shown < charted:
+            body.append(
+                f'<p class="cap">Chart shows {_n(shown)} of {_n(charted)} entries: every goal, observe, '
+                "decide, act, evidence and end entry is kept first; drops are sampled evenly.</p>"
+            )
+    if lane.is_experience:
+        facts = _decisions_html(lane) + _dispatches_html(lane) + _evidence_html(lane)
+        body.append(f'<div class="facts">{facts}</div>')
+    body.append(
+        f'<details class="tbl"{" open" if open_ else ""}><summary>Timeline entries '
+        f"({_n(len(lane.entries))})</summary>{_entries_table(lane, table_cap)}</details>"
+    )
+    return (
+        f'<section class="lane" id="lane-{index}" data-experience="{_e(lane.experience_id)}" '
+        f'data-device="{_e(lane.device_id)}" data-status="{_e(status)}">'
+        f'<details class="lanebox"{" open" if open_ else ""}>{summary}'
+        f'<div class="lanebody">{"".join(body)}</div></details></section>'
+    )
+
+
+# --------------------------------------------------------------------------- the page
+
+_CSS: Final = """
+:root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f7f8fa;--card:#fff;
+--goal:#4f46e5;--observe:#0284c7;--decide:#d97706;--act:#7c3aed;--evidence:#059669;--end:#334155;--drop:#dc2626;
+--completed:#15803d;--aborted:#c2410c;--returned:#0e7490;--superseded:#7c3aed;--failed:#b91c1c;--active:#2563eb;
+--other:#9ca3af}
+*{box-sizing:border-box}
+html{background:var(--bg)}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg)}
+[hidden]{display:none!important}
+.mono,code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
+font-size:12.5px}
+header{background:#fff;border-bottom:1px solid var(--line);padding:18px 28px 14px}
+header h1{margin:0;font-size:22px;font-weight:650}
+header .note{color:var(--muted);margin-top:4px}
+main{padding:8px 28px 40px;max-width:1500px}
+h2{font-size:17px;margin:22px 0 10px}
+h3{font-size:12px;margin:0 0 8px;text-transform:uppercase;letter-spacing:.03em;color:#374151}
+h3 .tot{float:right;color:var(--muted);font-weight:500}
+h4{font-size:13px;margin:12px 0 6px;color:#374151}
+.muted{color:var(--muted)}
+.stats{display:flex;flex-wrap:wrap;gap:10px;margin-bottom:12px}
+.stat{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 16px;min-width:120px}
+.stat b{display:block;font-size:22px;font-weight:650}
+.stat span{color:var(--muted)}
+.stat small{display:block;color:var(--muted);font-size:11px}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(220px,1fr));gap:12px}
+.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:12px 14px}
+table{border-collapse:collapse}
+.counts{width:100%}
+.counts td{padding:2px 4px;vertical-align:middle}
+.counts td.num{text-align:right;width:4em;font-variant-numeric:tabular-nums}
+.counts td.barcell{width:45%}
+.bar{display:block;height:9px;border-radius:3px;background:#94a3b8}
+.strip{display:flex;height:12px;border-radius:4px;overflow:hidden;margin:0 0 8px;background:var(--line)}
+.strip .seg{display:block;height:100%}
+.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;color:#fff;background:var(--other);
+white-space:nowrap}
+.st-completed{background:var(--completed);fill:var(--completed)}
+.st-aborted{background:var(--aborted);fill:var(--aborted)}
+.st-returned{background:var(--returned);fill:var(--returned)}
+.st-superseded{background:var(--superseded);fill:var(--superseded)}
+.st-failed{background:var(--failed);fill:var(--failed)}
+.st-active{background:var(--active);fill:var(--active)}
+.st-other{background:var(--other);fill:var(--other)}
+.dr-stale,.dr-clock_skew,.dr-out_of_order,.dr-duplicate{background:#94a3b8}
+.dr-debounced,.dr-uncorrelated,.dr-not_subscribed{background:#60a5fa}
+.dr-budget_exhausted,.dr-winding_down,.dr-stale_etag{background:#f59e0b}
+.dr-plan_rejected{background:#dc2626}
+.dl-privacy_violation,.dl-cross_device{background:#dc2626}.dl-fact_invalid,.dl-plan_invalid{background:#f59e0b}
+.dc-continue{background:#64748b}.dc-ask_user{background:#0891b2}.dc-replan{background:#7c3aed}
+.dc-abort{background:#c2410c}.dc-return_to_station{background:#0e7490}.dc-complete{background:#15803d}
+.be-rules{background:#475569}.be-gemini{background:#2563eb}.be-fallback{background:#d97706}
+.filters{position:sticky;top:0;z-index:5;background:rgba(247,248,250,.96);backdrop-filter:blur(2px);
+padding:10px 0;border-bottom:1px solid var(--line);display:flex;gap:10px;align-items:center;flex-wrap:wrap}
+.filters input,.filters select,.filters button{font:inherit;padding:5px 8px;border:1px solid #cbd5e1;
+border-radius:6px;background:#fff}
+.filters input{width:280px}
+.filters .count{color:var(--muted);margin-left:auto}
+.legend{display:flex;gap:12px;flex-wrap:wrap;color:var(--muted);font-size:12px;margin:8px 0 4px}
+.legend i{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:4px;vertical-align:-1px}
+.lane{background:var(--card);border:1px solid var(--line);border-radius:8px;margin:10px 0}
+.lanebox>summary{cursor:pointer;padding:9px 14px;display:flex;gap:10px;align-items:center;flex-wrap:wrap;
+list-style-position:inside}
+.lanebox[open]>summary{border-bottom:1px solid var(--line)}
+.lane .exp{font-weight:600;font-size:13.5px}
+.lane .noexp{font-style:italic;color:var(--muted)}
+.lane .dev{border:1px solid #cbd5e1;background:#f1f5f9;border-radius:5px;padding:0 6px;cursor:pointer;
+color:#334155}
+.lane .meta{color:var(--muted);font-size:12px}
+.lanebody{padding:8px 14px 12px}
+svg.chart{display:block;width:100%;height:auto;font-family:system-ui,sans-serif}
+.band0{fill:#fafafa}.band1{fill:#f3f4f6}
+.rowlbl{font-size:11px;fill:#4b5563}
+.axis{stroke:#9ca3af;stroke-width:1}
+.tick{stroke:#e5e7eb;stroke-width:1;fill:none}
+.ticklbl{font-size:10px;fill:#6b7280;text-anchor:middle}
+.flow{fill:none;stroke:#94a3b8;stroke-width:1;stroke-dasharray:3 2}
+svg circle{stroke:#fff;stroke-width:1.2}
+g.k-end circle{stroke:#111827;stroke-width:1.5}
+.k-goal{fill:var(--goal)}.k-observe{fill:var(--observe)}.k-decide{fill:var(--decide)}.k-act{fill:var(--act)}
+.k-evidence{fill:var(--evidence)}.k-end{fill:var(--end)}.k-drop{fill:var(--drop)}
+g.k-drop circle{fill:#fff;stroke:var(--drop);stroke-width:1.6}
+.stg{display:inline-block;padding:0 6px;border-radius:4px;font-size:11.5px;color:#fff;background:var(--other)}
+.stg.k-goal{background:var(--goal)}.stg.k-observe{background:var(--observe)}.stg.k-decide{background:var(--decide)}
+.stg.k-act{background:var(--act)}.stg.k-evidence{background:var(--evidence)}.stg.k-end{background:var(--end)}
+.stg.k-drop{background:#fee2e2;color:#991b1b}
+.cap{color:#92400e;background:#fffbeb;border:1px solid #fde68a;border-radius:6px;padding:4px 8px;
+font-size:12px}
+.facts{display:block}
+.detail,.entries{width:100%;font-size:12.5px}
+.detail th,.entries th{text-align:left;font-weight:600;color:#4b5563;border-bottom:1px solid var(--line);
+padding:3px 6px;background:#f9fafb}
+.detail td,.entries td{border-bottom:1px solid #f1f5f9;padding:3px 6px;vertical-align:top}
+.entries td.num{text-align:right}
+.entries .rel{color:var(--muted)}
+td.id{color:#475569;word-break:break-all}
+.small{font-size:11.5px;color:#475569}
+.op{display:inline-block;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;background:#ede9fe;
+color:#5b21b6;border-radius:4px;padding:0 5px;margin:0 3px 2px 0}
+tr.more td{color:#92400e;background:#fffbeb;text-align:center;font-style:italic}
+ul.evidence{margin:0;padding-left:18px}
+ul.evidence li{margin:1px 0}
+details.tbl{margin-top:10px}
+details.tbl>summary{cursor:pointer;color:#374151;font-weight:600;font-size:13px}
+footer{color:var(--muted);font-size:12px;padding:0 28px 30px}
+"""
+
+_JS: Final = """
+(function () {
+  "use strict";
+  var lanes = Array.prototype.slice.call(document.querySelectorAll("section.lane"));
+  var text = document.getElementById("f-text");
+  var device = document.getElementById("f-device");
+  var status = document.getElementById("f-status");
+  var count = document.getElementById("f-count");
+  function apply() {
+    var q = text.value.trim().toLowerCase(), d = device.value, s = status.value, shown = 0;
+    lanes.forEach(function (lane) {
+      var e = lane.getAttribute("data-experience") || "";
+      var ld = lane.getAttribute("data-device") || "";
+      var ls = lane.getAttribute("data-status") || "";
+      var ok = (!d || ld === d) && (!s || ls === s) &&
+        (!q || e.toLowerCase().indexOf(q) >= 0 || ld.toLowerCase().indexOf(q) >= 0);
+      lane.hidden = !ok;
+      if (ok) { shown += 1; }
+    });
+    count.textContent = shown + " of " + lanes.length + " lanes shown";
+    var p = new URLSearchParams();
+    if (q) { p.set("q", text.value.trim()); }
+    if (d) { p.set("device", d); }
+    if (s) { p.set("status", s); }
+    var h = p.toString();
+    if (history.replaceState) { history.replaceState(null, "", h ? "#" + h : location.pathname); }
+  }
+  function setSelect(sel, value) {
+    for (var i = 0; i < sel.options.length; i += 1) {
+      if (sel.options[i].value === value) { sel.value = value; return; }
+    }
+  }
+  function fromHash() {
+    var p = new URLSearchParams(location.hash.replace(/^#/, ""));
+    text.value = p.get("q") || "";
+    setSelect(device, p.get("device") || "");
+    setSelect(status, p.get("status") || "");
+  }
+  function openAll(open) {
+    lanes.forEach(function (lane) {
+      if (lane.hidden) { return; }
+      var box = lane.querySelector("details.lanebox");
+      if (box) { box.open = open; }
+    });
+  }
+  var timer = null;
+  text.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(apply, 120); });
+  device.addEventListener("change", apply);
+  status.addEventListener("change", apply);
+  document.getElementById("f-reset").addEventListener("click", function () {
+    text.value = ""; device.value = ""; status.value = ""; apply();
+  });
+  document.getElementById("f-expand").addEventListener("click", function () { openAll(true); });
+  document.getElementById("f-collapse").addEventListener("click", function () { openAll(false); });
+  document.addEventListener("click", function (ev) {
+    var t = ev.target;
+    if (t && t.getAttribute && t.getAttribute("data-filter-device") !== null) {
+      ev.preventDefault();
+      setSelect(device, t.getAttribute("data-filter-device"));
+      apply();
+    }
+  });
+  window.addEventListener("hashchange", function () { fromHash(); apply(); });
+  fromHash();
+  apply();
+  document.documentElement.setAttribute("data-js", "ready");
+}());
+"""
+
+# Counts what the CSP blocked (a browser test asserts zero); registered before anything loads.
+_PROBE_JS: Final = (
+    'document.addEventListener("securitypolicyviolation",function(){var r=document.documentElement;'
+    'r.setAttribute("data-blocked",String((Number(r.getAttribute("data-blocked"))||0)+1));});'
+)
+
+# Nothing may leave the page: no fetch, no image, no font, no frame.
+_CSP: Final = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'"
+)
+
+
+def _filters(lanes: Sequence[_Lane]) -> str:
+    devices = sorted({lane.device_id for lane in lanes if lane.device_id})
+    statuses = sorted({lane.status for lane in lanes}, key=lambda s: (_status_rank(s), s))
+    dev_opts = "".join(f'<option value="{_e(d)}">{_e(d)}</option>' for d in devices)
+    st_opts = "".join(
+        f'<option value="{_e(s)}">{_e("no experience" if s == NO_EXPERIENCE else s)}</option>'
+        for s in statuses
+    )
+    return (
+        '<div class="filters" id="filters" role="search">'
+        '<input type="search" id="f-text" placeholder="filter by experience or device id…" '
+        'aria-label="filter by experience or device id" autocomplete="off">'
+        '<select id="f-device" aria-label="device">'
+        f'<option value="">all devices ({_n(len(devices))})</option>'
+        f"{dev_opts}</select>"
+        f'<select id="f-status" aria-label="status"><option value="">all statuses</option>{st_opts}</select>'
+        '<button type="button" id="f-reset">reset</button>'
+        '<button type="button" id="f-expand">expand shown</button>'
+        '<button type="button" id="f-collapse">collapse shown</button>'
+        f'<span class="count" id="f-count">{_n(len(lanes))} lanes</span></div>'
+    )
+
+
+def _legend() -> str:
+    stages = "".join(f'<span><i style="background:var(--{s})"></i>{s}</span>' for s in STAGES)
+    tail = "<span>· end marks take the status colour; hollow marks are drops</span>"
+    return f'<div class="legend"><span>stages:</span>{stages}{tail}</div>'
+
+
+def render_report(
+    *,
+    decisions: Sequence[Record],
+    dispatches: Sequence[Record],
+    timeline: Sequence[Record],
+    dead_letters: Sequence[Record],
+    statuses: Mapping[str, str],
+    title: str = "Guardian incident report",
+    generated_note: str = "",
+) -> str:
+    """One self-contained HTML page (no external reference) for the given output records."""
+    lanes = _build_lanes(decisions, dispatches, timeline, statuses)
+    sizes = [len(lane.entries) for lane in lanes]
+    table_cap = _water_fill(sizes, TABLE_ROW_BUDGET, TABLE_ROWS_MIN, TABLE_ROWS_MAX)
+    svg_cap = _water_fill(sizes, SVG_MARK_BUDGET, SVG_MARKS_MIN, SVG_MARKS_MAX)
+    open_ = len(lanes) <= OPEN_LANES_MAX
+    capped_tables = sum(1 for s in sizes if s > table_cap)
+    capped_charts = sum(1 for s in sizes if s > svg_cap)
+
+    notes = []
+    if capped_tables or capped_charts:
+        notes.append(
+            f'<p class="cap">This page is bounded: entry tables show at most {_n(table_cap)} rows per lane '
+            f"(first and last halves; {_n(capped_tables)} lanes cut) and charts at most {_n(svg_cap)} marks "
+            f"per lane ({_n(capped_charts)} lanes sampled). The JSONL files hold every record.</p>"
+        )
+    if not open_:
+        notes.append(
+            f'<p class="muted">{_n(len(lanes))} lanes: collapsed; filter, then use "expand shown".</p>'
+        )
+    lanes_html = "".join(_lane_html(i, lane, table_cap, svg_cap, open_) for i, lane in enumerate(lanes, 1))
+    if not lanes:
+        lanes_html = '<p class="muted">No experiences and no timeline entries.</p>'
+    note_html = f'<div class="note">{_e(generated_note)}</div>' if generated_note else ""
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="referrer" content="no-referrer">'
+        '<link rel="icon" href="data:,">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style><script>{_PROBE_JS}</script></head><body>"
+        f"<header><h1>{_e(title)}</h1>{note_html}</header><main>"
+        + _overview(lanes, decisions, dispatches, timeline, dead_letters)
+        + '<section id="lanes"><h2>Experiences</h2>'
+        + _filters(lanes)
+        + _legend()
+        + "".join(notes)
+        + lanes_html
+        + "</section></main>"
+        "<footer>Times are UTC. Hover a mark for its summary, ref_id and drop reason. "
+        "Lanes are grouped by experience; entries without an experience form a per-device "
+        "“no experience” lane.</footer>"
+        f"<script>{_JS}</script></body></html>\n"
+    )
+
+
+# --------------------------------------------------------------------------- from a directory
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path.name}:{lineno}: not JSON ({exc.msg})") from exc
+            if not isinstance(value, dict):
+                raise ValueError(f"{path.name}:{lineno}: not a JSON object")
+            out.append(value)
+    return out
+
+
+def render_report_from_dir(out_dir: Path, *, title: str = "Guardian incident report") -> Path:
+    """Read a replay/demo output directory (§12) and write `report.html` into it; return its path."""
+    out_dir = Path(out_dir)
+    summary_path = out_dir / "summary.json"
+    statuses: dict[str, str] = {}
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        experiences = summary.get("experiences") if isinstance(summary, dict) else None
+        if isinstance(experiences, dict):
+            statuses = {str(k): str(v) for k, v in experiences.items()}
+    decisions = _read_jsonl(out_dir / "decisions.jsonl")
+    dispatches = _read_jsonl(out_dir / "dispatch.jsonl")
+    timeline = _read_jsonl(out_dir / "timeline.jsonl")
+    dead_letters = _read_jsonl(out_dir / "deadletter.jsonl")
+    note = (
+        f"From {out_dir.name or '.'}/: {_n(len(timeline))} timeline entries, {_n(len(decisions))} decisions, "
+        f"{_n(len(dispatches))} dispatches, {_n(len(dead_letters))} dead letters."
+    )
+    page = render_report(
+        decisions=decisions,
+        dispatches=dispatches,
+        timeline=timeline,
+        dead_letters=dead_letters,
+        statuses=statuses,
+        title=title,
+        generated_note=note,
+    )
+    target = out_dir / "report.html"
+    target.write_text(page, encoding="utf-8")
+    return target

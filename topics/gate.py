@@ -1,0 +1,784 @@
+"""The gate: raw Kafka bytes in, a typed record or a typed rejection (a dead letter) out.
+
+Every input record passes CONTRACTS.md §4.3 steps 1–3 (size, JSON, privacy, schema, key); an
+observation also passes step 4 (fact values), a plan §3's validation against the capability
+catalog. :meth:`Gate.admit` never raises for any input bytes or key: a bad record becomes a
+:class:`Rejected` carrying its :class:`~topics.records.DeadLetter` (§10), so a bad record never
+stops its partition.
+
+Observations take a hand-written fast path (orjson, one iterative pass over the keys, checks
+equivalent to the pydantic model, then ``model_construct``); the other kinds are rare and use
+``model_validate``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, get_args
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from topics.records import (
+    FORBIDDEN_KEYS,
+    ID_PATTERN,
+    MAX_RECORD_BYTES,
+    Correlation,
+    DeadLetter,
+    DeadLetterReason,
+    DeviceContext,
+    ExperiencePlan,
+    Observation,
+    TaskEvent,
+)
+from topics.registry import ContractSpec, FactSpec, Registry
+
+GateKind = Literal["observations", "task-events", "plans", "device-context"]
+GATE_KINDS: tuple[str, ...] = get_args(GateKind)
+
+#: Reason codes whose dead letter may carry a copy of the payload (§10).
+PAYLOAD_REASONS: frozenset[str] = frozenset(
+    {"schema_invalid", "key_mismatch", "unknown_contract", "cross_device", "plan_invalid"}
+)
+
+_ID_RE = re.compile(ID_PATTERN)
+_ID_FULLMATCH = _ID_RE.fullmatch
+_object_setattr = object.__setattr__
+_MAX_PATHS = 32
+_MAX_PATH_LEN = 200
+_MAX_DETAIL_LEN = 500
+
+_OBS_REQUIRED = (
+    "event_id",
+    "device_id",
+    "type",
+    "source",
+    "observed_at_ms",
+    "freshness_ms",
+    "privacy_class",
+    "facts",
+)
+_OBS_FIELDS = frozenset((*_OBS_REQUIRED, "ttl_ms", "confidence", "requires_cloud_decision", "correlation"))
+_CORRELATION_FIELDS = ("experience_id", "workflow_id", "step_id")
+_CORRELATION_SET = frozenset(_CORRELATION_FIELDS)
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _build(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
+    """What ``cls.model_construct`` does for a model without aliases, extras or private
+    attributes, given every field in declaration order: the caller has validated the values
+    exactly as ``model_validate`` would (tests compare the two)."""
+    m = cls.__new__(cls)
+    _object_setattr(m, "__dict__", values)
+    _object_setattr(m, "__pydantic_fields_set__", fields_set)
+    _object_setattr(m, "__pydantic_extra__", None)
+    _object_setattr(m, "__pydantic_private__", None)
+    return m
+
+
+@dataclass(frozen=True, slots=True)
+class _ContractCheck:
+    """A contract's checks, precomputed for the fast path."""
+
+    facts: Mapping[str, FactSpec]
+    allowed: frozenset[str]
+    #: The allowed fact names that are not forbidden keys (all of them, in a sane registry).
+    safe_allowed: frozenset[str]
+    required: tuple[tuple[str, ...], ...]
+    required_all: frozenset[str]
+    any_of: tuple[frozenset[str], ...]
+
+    @classmethod
+    def of(cls, spec: ContractSpec) -> _ContractCheck:
+        return cls(
+            facts=spec.facts,
+            allowed=frozenset(spec.facts),
+            safe_allowed=frozenset(k for k in spec.facts if k.casefold() not in FORBIDDEN_KEYS),
+            required=spec.required,
+            required_all=frozenset(g[0] for g in spec.required if len(g) == 1),
+            any_of=tuple(frozenset(g) for g in spec.required if len(g) > 1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A record that passed the gate, with the size in bytes of its value."""
+
+    record: Observation | TaskEvent | ExperiencePlan | DeviceContext
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A record the gate refused; ``event_id`` is the record's ID when it could be read safely."""
+
+    dead_letter: DeadLetter
+    event_id: str | None
+
+
+# --------------------------------------------------------------------------------------------
+# Dead letters
+# --------------------------------------------------------------------------------------------
+
+
+def _key_str(key: bytes | str | None) -> str | None:
+    if key is None or isinstance(key, str):
+        return key
+    return key.decode("utf-8", "replace")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def make_dead_letter(
+    reason_code: DeadLetterReason,
+    raw: bytes,
+    *,
+    source_topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | str | None,
+    received_at_ms: int,
+    event_id: str | None,
+    detail: str,
+    offending_paths: Iterable[str] = (),
+) -> DeadLetter:
+    """The §10 dead letter of ``raw`` (the original record value).
+
+    The payload is copied (as text, cut at 16 KiB) only for the reasons where nothing in it can
+    be sensitive; an ``event_id`` that is not a valid ID is left out. ``detail`` must name key
+    paths only, never values."""
+    payload: str | None = None
+    if reason_code in PAYLOAD_REASONS:
+        payload = raw[:MAX_RECORD_BYTES].decode("utf-8", "ignore")
+    if event_id is not None and _ID_RE.fullmatch(event_id) is None:
+        event_id = None
+    paths = tuple(_cut(p, _MAX_PATH_LEN) for p in offending_paths)[:_MAX_PATHS]
+    return DeadLetter(
+        reason_code=reason_code,
+        source_topic=source_topic,
+        partition=partition,
+        offset=offset,
+        key=_key_str(key),
+        event_id=event_id,
+        detail=_cut(detail, _MAX_DETAIL_LEN),
+        offending_paths=paths,
+        payload_sha256=hashlib.sha256(raw).hexdigest(),
+        payload_size=len(raw),
+        payload=payload,
+        received_at_ms=received_at_ms,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Checks shared by every kind
+# --------------------------------------------------------------------------------------------
+
+
+def forbidden_key_paths(obj: Mapping[str, Any] | Sequence[Any]) -> list[str]:
+    """Dotted paths (list indexes as numbers) of every §4.2 forbidden key in ``obj``, at any
+    depth, compared case-insensitively. Iterative: no recursion limit on deep documents."""
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        node, prefix = stack.pop()
+        if type(node) is dict:
+            for k, v in node.items():
+                if k.casefold() in FORBIDDEN_KEYS:
+                    found.append(prefix + k)
+                tv = type(v)
+                if (tv is dict and v) or (tv is list and v):
+                    stack.append((v, prefix + k + "."))
+        else:
+            for i, v in enumerate(node):
+                tv = type(v)
+                if (tv is dict and v) or (tv is list and v):
+                    stack.append((v, f"{prefix}{i}."))
+    found.sort()
+    return found
+
+
+def _is_id(value: object) -> bool:
+    return type(value) is str and _ID_RE.fullmatch(value) is not None
+
+
+def _validation_paths(exc: ValidationError) -> list[str]:
+    paths: list[str] = []
+    for err in exc.errors(include_url=False, include_input=False, include_context=False):
+        path = ".".join(str(p) for p in err["loc"]) or "(record)"
+        if path not in paths:
+            paths.append(path)
+    return paths
+
+
+def _validation_detail(exc: ValidationError) -> str:
+    parts: list[str] = []
+    for err in exc.errors(include_url=False, include_input=False, include_context=False)[:8]:
+        path = ".".join(str(p) for p in err["loc"]) or "(record)"
+        parts.append(f"{err['type']} at {_cut(path, 100)}")
+    return "schema: " + "; ".join(parts)
+
+
+def _paths_text(paths: Sequence[str]) -> str:
+    shown = ", ".join(_cut(p, 80) for p in paths[:6])
+    return shown + (f" (+{len(paths) - 6} more)" if len(paths) > 6 else "")
+
+
+# --------------------------------------------------------------------------------------------
+# §3 plan validation
+# --------------------------------------------------------------------------------------------
+
+
+def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, str]]:
+    """Every reason ``plan`` cannot run, as (path, problem) pairs; empty when it is valid.
+
+    Checks (CONTRACTS.md §3, §11): steps and ``allowed_action_contracts`` name catalog
+    capabilities and operations exposed to a planner (not ``NO_GO``); required args are present
+    and well typed (``area_ids`` within the plan's areas); step IDs are unique; ``depends_on``
+    names earlier-declared or later steps of the plan and has no cycle; subscriptions name
+    registry contracts and plan steps; no exclusive resource (the camera) is held by two
+    capabilities (``resource_conflict``). The pipeline uses it for replans too."""
+    problems: list[tuple[str, str]] = []
+    areas = set(plan.areas)
+    if len(areas) != len(plan.areas):
+        problems.append(("areas", "duplicate area"))
+    step_ids: set[str] = set()
+    for i, step in enumerate(plan.steps):
+        if step.step_id in step_ids:
+            problems.append((f"steps.{i}.step_id", "duplicate step_id"))
+        step_ids.add(step.step_id)
+
+    holders: dict[str, list[str]] = {}
+    for i, step in enumerate(plan.steps):
+        cap = registry.capabilities.get(step.capability)
+        if cap is None:
+            problems.append((f"steps.{i}.capability", "unknown capability"))
+            continue
+        if cap.exposure == "NO_GO":
+            problems.append((f"steps.{i}.capability", "capability is NO_GO: never exposed to a planner"))
+            continue
+        required = cap.operations.get(step.operation)
+        if required is None:
+            problems.append((f"steps.{i}.operation", "unknown operation of the capability"))
+            continue
+        for arg in required:
+            if arg not in step.args:
+                problems.append((f"steps.{i}.args.{arg}", "missing required arg"))
+        for arg, value in step.args.items():
+            atype = registry.arg_types.get(arg)
+            if atype == "str" and not (isinstance(value, str) and value):
+                problems.append((f"steps.{i}.args.{arg}", "must be a non-empty string"))
+            elif atype == "str_list":
+                if not (isinstance(value, list) and value and all(_is_id(v) for v in value)):
+                    problems.append((f"steps.{i}.args.{arg}", "must be a non-empty list of IDs"))
+                elif arg == "area_ids" and not set(value) <= areas:
+                    problems.append((f"steps.{i}.args.{arg}", "names an area not in the plan's areas"))
+        for res in cap.resources:
+            if res in registry.plan_exclusive_resources:
+                users = holders.setdefault(res, [])
+                if step.capability not in users:
+                    users.append(step.capability)
+        for j, dep in enumerate(step.depends_on or ()):
+            if dep not in step_ids:
+                problems.append((f"steps.{i}.depends_on.{j}", "unknown step"))
+            elif dep == step.step_id:
+                problems.append((f"steps.{i}.depends_on.{j}", "a step cannot depend on itself"))
+
+    for res, users in sorted(holders.items()):
+        if len(users) > 1:
+            problems.append(("steps", f"resource_conflict: {res} held by {' and '.join(users)}"))
+
+    if _has_cycle(plan):
+        problems.append(("steps", "depends_on has a cycle"))
+
+    for i, contract in enumerate(plan.allowed_action_contracts):
+        capability, _, operation = contract.partition(".")
+        acap = registry.capabilities.get(capability)
+        if acap is None or operation not in acap.operations:
+            problems.append((f"allowed_action_contracts.{i}", "unknown capability or operation"))
+        elif acap.exposure == "NO_GO":
+            problems.append((f"allowed_action_contracts.{i}", "capability is NO_GO: never exposed"))
+
+    for i, sub in enumerate(plan.observation_policy.subscriptions):
+        if sub.contract_id not in registry.contracts:
+            problems.append((f"observation_policy.subscriptions.{i}.contract_id", "unknown contract"))
+        for j, sid in enumerate(sub.step_ids):
+            if sid not in step_ids:
+                problems.append((f"observation_policy.subscriptions.{i}.step_ids.{j}", "unknown step"))
+
+    if plan.area_names is not None:
+        for area in plan.area_names:
+            if area not in areas:
+                problems.append((f"area_names.{area}", "names an area not in the plan's areas"))
+    return problems
+
+
+def _has_cycle(plan: ExperiencePlan) -> bool:
+    deps = {s.step_id: [d for d in (s.depends_on or ()) if d != s.step_id] for s in plan.steps}
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    for root in deps:
+        if state.get(root):
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        state[root] = 1
+        while stack:
+            node, idx = stack[-1]
+            children = deps.get(node, [])
+            if idx < len(children):
+                stack[-1] = (node, idx + 1)
+                child = children[idx]
+                mark = state.get(child, 0)
+                if mark == 1:
+                    return True
+                if mark == 0 and child in deps:
+                    state[child] = 1
+                    stack.append((child, 0))
+            else:
+                state[node] = 2
+                stack.pop()
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# The gate
+# --------------------------------------------------------------------------------------------
+
+
+class _Reject(Exception):
+    """Internal: carries a rejection out of the check functions."""
+
+    def __init__(self, reason: DeadLetterReason, detail: str, paths: Sequence[str] = ()) -> None:
+        super().__init__(reason)
+        self.reason: DeadLetterReason = reason
+        self.detail = detail
+        self.paths = tuple(paths)
+
+
+class Gate:
+    """Admits or rejects raw input records against one :class:`~topics.registry.Registry`."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        self._checks = {cid: _ContractCheck.of(spec) for cid, spec in registry.contracts.items()}
+        candidates = set(_OBS_FIELDS) | _CORRELATION_SET
+        for spec in registry.contracts.values():
+            candidates.update(spec.facts)
+        #: Keys that are certainly not forbidden (exact spelling): skipped by the fast check.
+        self._safe_keys = frozenset(k for k in candidates if k.casefold() not in FORBIDDEN_KEYS)
+
+    @property
+    def registry(self) -> Registry:
+        return self._registry
+
+    def admit(
+        self,
+        kind: GateKind,
+        key: bytes | str | None,
+        value: bytes | None,
+        *,
+        source_topic: str,
+        partition: int,
+        offset: int,
+        received_at_ms: int,
+    ) -> Admitted | Rejected:
+        """Check one record (§4.3 steps 1–4 for observations; §2 rule 6 for the others)."""
+        raw = b"" if value is None else value
+        obj: Any = None
+        try:
+            if len(raw) > MAX_RECORD_BYTES:
+                raise _Reject("too_large", f"record of {len(raw)} bytes is over {MAX_RECORD_BYTES}")
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise _Reject("not_json", "not a UTF-8 JSON document") from None
+            if type(obj) is not dict:
+                obj = None
+                raise _Reject("not_json", "not a JSON object")
+            if kind == "observations":
+                record: Observation | TaskEvent | ExperiencePlan | DeviceContext = self._observation(obj, key)
+            elif kind == "task-events":
+                record = self._generic(TaskEvent, obj, key)
+            elif kind == "plans":
+                plan = self._generic(ExperiencePlan, obj, key)
+                problems = plan_problems(plan, self._registry)
+                if problems:
+                    detail = "plan: " + "; ".join(f"{_cut(p, 80)}: {msg}" for p, msg in problems[:6])
+                    raise _Reject("plan_invalid", detail, [p for p, _ in problems])
+                record = plan
+            elif kind == "device-context":
+                record = self._generic(DeviceContext, obj, key)
+            else:
+                raise _Reject("schema_invalid", f"unknown input kind {kind!r}")
+        except _Reject as rej:
+            event_id = self._event_id(obj, kind)
+            dl = make_dead_letter(
+                rej.reason,
+                raw,
+                source_topic=source_topic,
+                partition=partition,
+                offset=offset,
+                key=key,
+                received_at_ms=received_at_ms,
+                event_id=event_id,
+                detail=rej.detail,
+                offending_paths=rej.paths,
+            )
+            return Rejected(dead_letter=dl, event_id=dl.event_id)
+        return Admitted(record=record, size=len(raw))
+
+    # ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _event_id(obj: Any, kind: str) -> str | None:
+        if type(obj) is not dict:
+            return None
+        value = obj.get("experience_id") if kind == "plans" else obj.get("event_id")
+        return value if _is_id(value) else None
+
+    @staticmethod
+    def _key_matches(key: bytes | str | None, device_id: str) -> bool:
+        if key is None:
+            return False
+        if type(key) is str:
+            return key == device_id
+        return key == device_id.encode()
+
+    def _generic(
+        self,
+        model: type[TaskEvent] | type[ExperiencePlan] | type[DeviceContext],
+        obj: dict[str, Any],
+        key: Any,
+    ) -> Any:
+        paths = forbidden_key_paths(obj)
+        if paths:
+            raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
+        try:
+            record = model.model_validate(obj)
+        except ValidationError as exc:
+            raise _Reject("schema_invalid", _validation_detail(exc), _validation_paths(exc)) from None
+        if not self._key_matches(key, record.device_id):
+            raise _Reject("key_mismatch", "device_id differs from the record key", ["device_id"])
+        return record
+
+    def _observation(self, obj: dict[str, Any], key: Any) -> Observation:
+        fast = self._fast_observation(obj, key)
+        return fast if fast is not None else self._checked_observation(obj, key)
+
+    def _fast_observation(self, obj: dict[str, Any], key: Any) -> Observation | None:
+        """The common case in one pass: an observation whose every top-level field is known and
+        well typed, whose correlation is three IDs and whose facts are allowlisted scalars has no
+        forbidden key anywhere and passes steps 2–4. Returns None on the first doubt; the ordered
+        checks of :meth:`_checked_observation` then find the reason."""
+        if not obj.keys() <= _OBS_FIELDS:
+            return None
+        get = obj.get
+        fullmatch = _ID_FULLMATCH
+        event_id: Any = get("event_id")
+        device_id: Any = get("device_id")
+        ctype: Any = get("type")
+        source: Any = get("source")
+        observed_at_ms: Any = get("observed_at_ms")
+        freshness_ms: Any = get("freshness_ms")
+        facts: Any = get("facts")
+        ttl: Any = get("ttl_ms")
+        rcd: Any = get("requires_cloud_decision", False)
+        if not (
+            get("privacy_class") == "semantic_only"
+            and type(event_id) is str
+            and fullmatch(event_id) is not None
+            and type(device_id) is str
+            and fullmatch(device_id) is not None
+            and type(ctype) is str
+            and type(source) is str
+            and 0 < len(source) <= 256
+            and type(observed_at_ms) is int
+            and observed_at_ms >= 0
+            and type(freshness_ms) is int
+            and freshness_ms >= 0
+            and type(facts) is dict
+            and (ttl is None or (type(ttl) is int and ttl >= 0))
+            and type(rcd) is bool
+        ):
+            return None
+        check = self._checks.get(ctype)
+        if check is None or not facts.keys() <= check.safe_allowed:
+            return None
+        if not (key == device_id if type(key) is str else key == device_id.encode()):
+            return None
+        conf: Any = get("confidence")
+        if conf is not None:
+            tc = type(conf)
+            if (tc is float or tc is int) and 0.0 <= conf <= 1.0:
+                conf = float(conf)
+            else:
+                return None
+        corr: Any = get("correlation")
+        correlation: Correlation | None = None
+        if corr is not None:
+            if not (
+                type(corr) is dict
+                and len(corr) == 3
+                and type(ce := corr.get("experience_id")) is str
+                and fullmatch(ce) is not None
+                and type(cw := corr.get("workflow_id")) is str
+                and fullmatch(cw) is not None
+                and type(cs := corr.get("step_id")) is str
+                and fullmatch(cs) is not None
+            ):
+                return None
+            correlation = _build(
+                Correlation,
+                {"experience_id": ce, "workflow_id": cw, "step_id": cs},
+                {"experience_id", "workflow_id", "step_id"},
+            )
+        if not check.required_all <= facts.keys():
+            return None
+        for any_of in check.any_of:
+            if facts.keys().isdisjoint(any_of):
+                return None
+        specs = check.facts
+        for k, v in facts.items():
+            spec = specs[k]
+            enum = spec.enum
+            if enum is not None and type(v) is str:
+                if v not in enum:
+                    return None
+            elif not spec.allows(v):
+                return None
+        return _build(
+            Observation,
+            {
+                "event_id": event_id,
+                "device_id": device_id,
+                "type": ctype,
+                "source": source,
+                "observed_at_ms": observed_at_ms,
+                "freshness_ms": freshness_ms,
+                "ttl_ms": ttl,
+                "confidence": conf,
+                "privacy_class": "semantic_only",
+                "requires_cloud_decision": rcd,
+                "correlation": correlation,
+                "facts": facts,
+            },
+            set(obj),
+        )
+
+    def _checked_observation(self, obj: dict[str, Any], key: Any) -> Observation:
+        """§4.3 steps 2–4 in order, finding the reason and the paths of a rejection."""
+        # Step 2: privacy. The quick check only proves cleanliness; paths are found when needed.
+        get = obj.get
+        ctype: Any = get("type")
+        facts: Any = get("facts")
+        privacy_class: Any = get("privacy_class", "semantic_only")
+        check = self._checks.get(ctype) if type(ctype) is str else None
+        if (
+            not self._clean(obj)
+            or privacy_class != "semantic_only"
+            or (check is not None and type(facts) is dict and not facts.keys() <= check.allowed)
+        ):
+            raise self._privacy_reject(obj, ctype, facts, privacy_class, check)
+
+        # Step 3: schema, then key, then contract.
+        event_id: Any = get("event_id")
+        device_id: Any = get("device_id")
+        source: Any = get("source")
+        observed_at_ms = get("observed_at_ms")
+        freshness_ms = get("freshness_ms")
+        ttl = get("ttl_ms")
+        conf = get("confidence")
+        rcd = get("requires_cloud_decision", False)
+        corr = get("correlation")
+        fullmatch = _ID_FULLMATCH
+        ok = (
+            type(event_id) is str
+            and fullmatch(event_id) is not None
+            and type(device_id) is str
+            and fullmatch(device_id) is not None
+            and type(ctype) is str
+            and fullmatch(ctype) is not None
+            and type(source) is str
+            and 0 < len(source) <= 256
+            and type(observed_at_ms) is int
+            and observed_at_ms >= 0
+            and type(freshness_ms) is int
+            and freshness_ms >= 0
+            and type(facts) is dict
+            and "privacy_class" in obj
+            and obj.keys() <= _OBS_FIELDS
+            and (ttl is None or (type(ttl) is int and ttl >= 0))
+            and type(rcd) is bool
+        )
+        if ok and conf is not None:
+            tc = type(conf)
+            if (tc is float or tc is int) and 0.0 <= conf <= 1.0:
+                conf = float(conf)
+            else:
+                ok = False
+        correlation: Correlation | None = None
+        if ok and corr is not None:
+            if (
+                type(corr) is dict
+                and len(corr) == 3
+                and type(ce := corr.get("experience_id")) is str
+                and fullmatch(ce) is not None
+                and type(cw := corr.get("workflow_id")) is str
+                and fullmatch(cw) is not None
+                and type(cs := corr.get("step_id")) is str
+                and fullmatch(cs) is not None
+            ):
+                correlation = _build(
+                    Correlation,
+                    {"experience_id": ce, "workflow_id": cw, "step_id": cs},
+                    set(_CORRELATION_FIELDS),
+                )
+            else:
+                ok = False
+        if not ok:
+            bad = _observation_schema_paths(obj)
+            raise _Reject("schema_invalid", "schema: missing, mistyped or unknown " + _paths_text(bad), bad)
+        if not self._key_matches(key, device_id):
+            raise _Reject("key_mismatch", "device_id differs from the record key", ["device_id"])
+        if check is None:
+            raise _Reject("unknown_contract", "type is not a registry contract", ["type"])
+
+        # Step 4: fact values and required facts.
+        specs = check.facts
+        valid = check.required_all <= facts.keys()
+        if valid:
+            for any_of in check.any_of:
+                if facts.keys().isdisjoint(any_of):
+                    valid = False
+        if valid:
+            for k, v in facts.items():
+                spec = specs[k]
+                enum = spec.enum
+                if enum is not None and type(v) is str:
+                    if v not in enum:
+                        valid = False
+                        break
+                elif not spec.allows(v):
+                    valid = False
+                    break
+        if not valid:
+            invalid = [f"facts.{k}" for k, v in facts.items() if not specs[k].allows(v)]
+            for group in check.required:
+                if not any(name in facts for name in group):
+                    invalid.extend(f"facts.{name}" for name in group)
+            raise _Reject(
+                "fact_invalid",
+                "fact value of wrong type, enum, range or length, or a missing required fact, at "
+                + _paths_text(invalid),
+                invalid,
+            )
+        return _build(
+            Observation,
+            {
+                "event_id": event_id,
+                "device_id": device_id,
+                "type": ctype,
+                "source": source,
+                "observed_at_ms": observed_at_ms,
+                "freshness_ms": freshness_ms,
+                "ttl_ms": ttl,
+                "confidence": conf,
+                "privacy_class": "semantic_only",
+                "requires_cloud_decision": rcd,
+                "correlation": correlation,
+                "facts": facts,
+            },
+            set(obj),
+        )
+
+    def _clean(self, obj: dict[str, Any]) -> bool:
+        """True when no forbidden key is anywhere in ``obj`` (keys known to be safe are skipped)."""
+        safe = self._safe_keys
+        stack: list[Any] = [obj]
+        pop = stack.pop
+        push = stack.append
+        while stack:
+            node = pop()
+            if type(node) is dict:
+                if not node.keys() <= safe:
+                    for k in node.keys() - safe:
+                        if k.casefold() in FORBIDDEN_KEYS:
+                            return False
+                for v in node.values():
+                    tv = type(v)
+                    if tv is dict or tv is list:
+                        push(v)
+            else:
+                for v in node:
+                    tv = type(v)
+                    if tv is dict or tv is list:
+                        push(v)
+        return True
+
+    @staticmethod
+    def _privacy_reject(
+        obj: dict[str, Any], ctype: Any, facts: Any, privacy_class: Any, check: _ContractCheck | None
+    ) -> _Reject:
+        paths = forbidden_key_paths(obj)
+        parts = []
+        if paths:
+            parts.append("forbidden key at " + _paths_text(paths))
+        if privacy_class != "semantic_only":
+            parts.append("privacy_class is not semantic_only")
+            paths.append("privacy_class")
+        if check is not None and type(facts) is dict:
+            outside = [f"facts.{k}" for k in facts if k not in check.allowed and f"facts.{k}" not in paths]
+            if outside:
+                parts.append(f"fact not in the {ctype} allowlist at " + _paths_text(outside))
+                paths.extend(outside)
+        return _Reject("privacy_violation", "; ".join(parts), paths)
+
+
+def _observation_schema_paths(obj: dict[str, Any]) -> list[str]:
+    """The paths of every schema problem of an observation (the slow path of the gate)."""
+    bad = sorted(k for k in obj if k not in _OBS_FIELDS)
+    bad.extend(name for name in _OBS_REQUIRED if name not in obj)
+
+    def check(name: str, ok: bool) -> None:
+        if name in obj and not ok:
+            bad.append(name)
+
+    get = obj.get
+    source, oam, fresh, ttl = get("source"), get("observed_at_ms"), get("freshness_ms"), get("ttl_ms")
+    conf, corr = get("confidence"), get("correlation")
+    check("event_id", _is_id(get("event_id")))
+    check("device_id", _is_id(get("device_id")))
+    check("type", _is_id(get("type")))
+    check("source", type(source) is str and 0 < len(source) <= 256)
+    check("observed_at_ms", type(oam) is int and oam >= 0)
+    check("freshness_ms", type(fresh) is int and fresh >= 0)
+    check("ttl_ms", ttl is None or (type(ttl) is int and ttl >= 0))
+    check(
+        "confidence",
+        conf is None or (type(conf) in (int, float) and 0.0 <= conf <= 1.0),
+    )
+    check("requires_cloud_decision", type(get("requires_cloud_decision")) is bool)
+    check("facts", type(get("facts")) is dict)
+    if type(corr) is dict:
+        bad.extend(f"correlation.{k}" for k in _CORRELATION_FIELDS if not _is_id(corr.get(k)))
+        bad.extend(f"correlation.{k}" for k in corr if k not in _CORRELATION_SET)
+    else:
+        check("correlation", corr is None)
+    return bad or ["(record)"]
+
+
+__all__ = [
+    "GATE_KINDS",
+    "PAYLOAD_REASONS",
+    "Admitted",
+    "Gate",
+    "GateKind",
+    "Rejected",
+    "forbidden_key_paths",
+    "make_dead_letter",
+    "plan_problems",
+]
