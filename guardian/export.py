@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from guardian.settings import Settings
 from topics.names import CONTRACT_SUFFIXES, TopicNames
@@ -42,6 +43,25 @@ def kcat_line(msg: Any) -> bytes:
     )
 
 
+async def topic_partitions(bootstrap: str, topics: list[str]) -> list[TopicPartition]:
+    """The partitions of the topics that exist (a missing topic has none)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
+    await admin.start()
+    try:
+        existing = set(await asyncio.wait_for(admin.list_topics(), REQUEST_TIMEOUT_MS / 1000))
+        wanted = [t for t in topics if t in existing]
+        if not wanted:
+            return []
+        described = await asyncio.wait_for(admin.describe_topics(wanted), REQUEST_TIMEOUT_MS / 1000)
+    finally:
+        await admin.close()
+    tps: list[TopicPartition] = []
+    for topic in described:
+        for part in topic.get("partitions", []):
+            tps.append(TopicPartition(topic["topic"], int(part["partition"])))
+    return sorted(tps)
+
+
 async def export_topics(
     bootstrap: str,
     topics: Iterable[str],
@@ -62,13 +82,7 @@ async def export_topics(
     await consumer.start()
     written = 0
     try:
-        tps: list[TopicPartition] = []
-        for topic in topics:
-            parts = consumer.partitions_for_topic(topic)
-            if parts is None:
-                await consumer.topics()
-                parts = consumer.partitions_for_topic(topic)
-            tps.extend(TopicPartition(topic, p) for p in sorted(parts or ()))
+        tps = await topic_partitions(bootstrap, list(topics))
         if not tps:
             return 0
         consumer.assign(tps)

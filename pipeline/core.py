@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -32,11 +32,10 @@ from tables.state import (
     SnapshotEntry,
     Trigger,
 )
+from topics.envelope import Out
 from topics.gate import make_dead_letter
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import Registry
-
-OutKind = Literal["decisions", "dispatch", "timeline", "deadletter"]
 
 #: §4.3 step 5: at least 10 minutes, and never shorter than the longest TTL.
 MIN_DEDUP_WINDOW_MS = 600_000
@@ -50,15 +49,6 @@ VOICE_PIPELINE_CONTRACT = "voice_llm.pipeline_state_changed"
 #: Decider: rules (synchronous) for inline decisions; None queues triggers for an async backend.
 Decider = Callable[[ExperienceState, Trigger], Verdict]
 OwnerOf = Callable[[str], str | None]
-
-
-@dataclass(slots=True)
-class Out:
-    """One output record: its topic kind (decisions, dispatch, timeline, deadletter), key and value."""
-
-    kind: OutKind
-    key: str
-    value: dict[str, Any]
 
 
 @dataclass(slots=True)

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pipeline.core import Decider, Out, Pipeline, RawRef, Result
+from pipeline.core import Decider, Pipeline, RawRef, Result
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
+from topics.envelope import Coords, Out
 from topics.gate import Admitted, Gate
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import Registry
@@ -22,7 +23,17 @@ InputKind = str  # "plans" | "observations" | "task-events" | "device-context"
 
 
 class StateStore(Protocol):
-    """Per-device state, dedup memory and the experience→device index."""
+    """Per-device state, dedup memory and the experience→device index.
+
+    ``applied_outputs`` and ``commit`` make reprocessing after a crash exact: a store that keeps
+    the device's state, the offsets it has applied and the outputs of its last records in one
+    value (written at once) can tell a record it has already applied, and hand back the very
+    outputs it made then, instead of treating the record as new or as a device's duplicate.
+    """
+
+    def applied_outputs(self, device_id: str, coords: Coords) -> list[Out] | None: ...
+
+    def commit(self, device_id: str, coords: Coords, outs: list[Out]) -> None: ...
 
     def get_device(self, device_id: str) -> DeviceState | None: ...
 
@@ -32,9 +43,9 @@ class StateStore(Protocol):
 
     def put_experience(self, state: ExperienceState) -> None: ...
 
-    def get_seen(self, device_id: str, event_id: str) -> int | None: ...
+    def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None: ...
 
-    def put_seen(self, device_id: str, event_id: str, received_at_ms: int) -> None: ...
+    def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None: ...
 
     def owner_of(self, experience_id: str) -> str | None: ...
 
@@ -47,8 +58,14 @@ class MemoryStore:
 
     devices: dict[str, DeviceState] = field(default_factory=dict)
     experiences: dict[str, ExperienceState] = field(default_factory=dict)
-    seen: dict[tuple[str, str], int] = field(default_factory=dict)
+    seen: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
+
+    def applied_outputs(self, device_id: str, coords: Coords) -> list[Out] | None:
+        return None
+
+    def commit(self, device_id: str, coords: Coords, outs: list[Out]) -> None:
+        return None
 
     def get_device(self, device_id: str) -> DeviceState | None:
         return self.devices.get(device_id)
@@ -62,11 +79,11 @@ class MemoryStore:
     def put_experience(self, state: ExperienceState) -> None:
         self.experiences[state.device_id] = state
 
-    def get_seen(self, device_id: str, event_id: str) -> int | None:
+    def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
         return self.seen.get((device_id, event_id))
 
-    def put_seen(self, device_id: str, event_id: str, received_at_ms: int) -> None:
-        self.seen[(device_id, event_id)] = received_at_ms
+    def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
+        self.seen[(device_id, event_id)] = (received_at_ms, str(coords))
 
     def owner_of(self, experience_id: str) -> str | None:
         return self.owners.get(experience_id)
@@ -119,6 +136,10 @@ class Processor:
             return Processed([Out("deadletter", key_str, letter)], [], None)
         record = verdict.record
         device_id = record.device_id
+        coords = Coords(kind, partition, offset)
+        prior = store.applied_outputs(device_id, coords)
+        if prior is not None:
+            return Processed(prior, [], device_id)
         dev = store.get_device(device_id) or DeviceState(device_id=device_id)
         exp = store.get_experience(device_id)
         res: Result
@@ -128,25 +149,25 @@ class Processor:
                 exp,
                 record,
                 received_at_ms,
-                seen_at=store.get_seen(device_id, record.event_id),
+                seen_at=_seen_at(store, device_id, record.event_id, coords),
                 owner_of=store.owner_of,
                 decide=self.decide,
                 raw=RawRef(source_topic, partition, offset, value or b""),
             )
             if res.mark_seen:
-                store.put_seen(device_id, record.event_id, received_at_ms)
+                store.put_seen(device_id, record.event_id, received_at_ms, coords)
         elif isinstance(record, TaskEvent):
             res = self.pipeline.on_task_event(
                 dev,
                 exp,
                 record,
                 received_at_ms,
-                seen_at=store.get_seen(device_id, record.event_id),
+                seen_at=_seen_at(store, device_id, record.event_id, coords),
                 owner_of=store.owner_of,
                 decide=self.decide,
             )
             if res.mark_seen:
-                store.put_seen(device_id, record.event_id, received_at_ms)
+                store.put_seen(device_id, record.event_id, received_at_ms, coords)
         elif isinstance(record, ExperiencePlan):
             res = self.pipeline.on_plan(dev, exp, record, received_at_ms)
             if res.owner is not None:
@@ -157,6 +178,7 @@ class Processor:
         store.put_device(dev)
         if res.experience is not None:
             store.put_experience(res.experience)
+        store.commit(device_id, coords, res.outs)
         return Processed(res.outs, res.queued, device_id)
 
     def apply(
@@ -167,8 +189,13 @@ class Processor:
         verdict: Verdict,
         decided_on_etag: int,
         at_ms: int,
+        coords: Coords | None = None,
     ) -> Processed:
         """Apply a verdict reached asynchronously (etag, dedup and budget are checked by the core)."""
+        if coords is not None:
+            prior = store.applied_outputs(device_id, coords)
+            if prior is not None:
+                return Processed(prior, [], device_id)
         dev = store.get_device(device_id)
         if dev is None:
             return Processed([], [], device_id)
@@ -183,10 +210,18 @@ class Processor:
         store.put_device(dev)
         if res.experience is not None:
             store.put_experience(res.experience)
+        if coords is not None:
+            store.commit(device_id, coords, res.outs)
         return Processed(res.outs, res.queued, device_id)
 
-    def confirm_quiet(self, store: StateStore, device_id: str, now_ms: int | None) -> Processed:
+    def confirm_quiet(
+        self, store: StateStore, device_id: str, now_ms: int | None, coords: Coords | None = None
+    ) -> Processed:
         """Confirm a quiet device's pending debounce changes (timer live, end of input in replay)."""
+        if coords is not None:
+            prior = store.applied_outputs(device_id, coords)
+            if prior is not None:
+                return Processed(prior, [], device_id)
         dev = store.get_device(device_id)
         if dev is None or not dev.has_pending():
             return Processed([], [], device_id)
@@ -196,7 +231,18 @@ class Processor:
         store.put_device(dev)
         if res.experience is not None:
             store.put_experience(res.experience)
+        if coords is not None:
+            store.commit(device_id, coords, res.outs)
         return Processed(res.outs, res.queued, device_id)
+
+
+def _seen_at(store: StateStore, device_id: str, event_id: str, coords: Coords) -> int | None:
+    """When the event was first seen, unless the first sighting was this very record (a re-read of a
+    record whose dedup key landed before a crash is not a device's duplicate)."""
+    seen = store.get_seen(device_id, event_id)
+    if seen is None or seen[1] == str(coords):
+        return None
+    return seen[0]
 
 
 OwnerLookup = Callable[[str], str | None]

@@ -28,15 +28,16 @@ from typing import Any
 
 import orjson
 
-from pipeline.core import Out
 from pipeline.runner import Processed, Processor
+from streams.merge import TimestampMerger
 from supervisor.verdict import Verdict
 from tables.faust_tables import SEP, FaustStore, GuardianTables
 from tables.state import Trigger
-from topics.names import TopicNames
+from topics.envelope import Coords, Out
+from topics.names import INPUT_SUFFIXES, TopicNames
 
-BATCH_MAX = 500
-BATCH_WITHIN_S = 0.005
+MERGE_MAX_HOLD_S = 1.0
+MERGE_TICK_S = 0.05
 CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
 SWEEP_MAX_DELETES = 20_000
@@ -63,6 +64,27 @@ class PipelineShell:
     #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
     submit: VerdictSink | None = None
     processed: int = 0
+    merger: TimestampMerger[Any] = field(
+        default_factory=lambda: TimestampMerger(INPUT_SUFFIXES, MERGE_MAX_HOLD_S)
+    )
+    #: (suffix, partition) -> the next offset this worker will see (last seen + 1, or the fetch position)
+    next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
+    consumer: Any = None
+    tp_factory: Callable[[str, int], Any] | None = None
+
+    def caught_up(self, suffix: str, partition: int) -> bool:
+        """Has this worker seen every record of the topic-partition up to its high watermark?"""
+        if self.consumer is None or self.tp_factory is None:
+            return True
+        tp = self.tp_factory(self.names.prefix + suffix, partition)
+        try:
+            highwater = self.consumer.highwater(tp)
+        except (KeyError, AssertionError, AttributeError):
+            return True
+        if highwater is None:
+            return True
+        seen = self.next_offset.get((suffix, partition))
+        return seen is not None and seen >= highwater
 
     def emit(self, outs: list[Out]) -> None:
         for out in outs:
@@ -99,7 +121,7 @@ class PipelineShell:
                 self.stream_time[partition] = received_at_ms
             self.last_activity[partition] = time.monotonic()
         if suffix == "control":
-            self.control(msg.value, partition, received_at_ms)
+            self.control(msg.value, Coords("control", partition, int(msg.offset)), received_at_ms)
             return
         if suffix is None:
             return
@@ -117,7 +139,8 @@ class PipelineShell:
         self.emit(done.outs)
         self.track(done, partition)
 
-    def control(self, raw: bytes, partition: int, received_at_ms: int) -> None:
+    def control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
+        partition = coords.partition
         try:
             cmd = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -128,7 +151,7 @@ class PipelineShell:
         if op == "confirm":
             device_id = str(cmd.get("device_id"))
             now_ms = int(cmd.get("now_ms", received_at_ms))
-            done = self.processor.confirm_quiet(self.store, device_id, now_ms)
+            done = self.processor.confirm_quiet(self.store, device_id, now_ms, coords)
             self.emit(done.outs)
             self.track(done, partition)
         elif op == "sweep":
@@ -153,13 +176,14 @@ class PipelineShell:
                 verdict,
                 int(cmd["etag"]),
                 int(cmd.get("at_ms", received_at_ms)),
+                coords,
             )
             self.emit(done.outs)
             self.track(done, partition)
 
     def sweep(self, partition: int, now_ms: int) -> int:
-        now_ms = min(now_ms, self.stream_time.get(partition, now_ms))
         """Delete dedup keys of this partition older than the dedup window (bounded per call)."""
+        now_ms = min(now_ms, self.stream_time.get(partition, now_ms))
         window = self.processor.pipeline.dedup_window_ms
         store = self.tables.seen.data
         try:
@@ -171,7 +195,7 @@ class PipelineShell:
             if SEP.encode() not in key:
                 continue
             try:
-                seen_at = int(value)
+                seen_at = int(bytes(value).split(b" ", 1)[0])
             except (TypeError, ValueError):
                 continue
             if now_ms - seen_at > window:
@@ -218,14 +242,69 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         acks=True,
     )
 
+    merge_suffixes = set(INPUT_SUFFIXES)
+    streams: list[Any] = []
+
+    async def run_ready(stream: Any) -> None:
+        ready = shell.merger.pop_ready(shell.caught_up, time.monotonic())
+        if not ready:
+            return
+        for event in ready:
+            stream._set_current_event(event)
+            shell.handle(event.message)
+        stream._set_current_event(None)
+        for event in ready:
+            await stream.ack(event)
+
     async def pipeline(stream: Any) -> None:
-        async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
-            for event in events:
+        shell.consumer = app.consumer
+        from faust.types import TP
+
+        shell.tp_factory = TP
+        streams.append(stream)
+        async for event in stream.noack().events():
+            msg = event.message
+            suffix = names.suffix_of(msg.topic)
+            if suffix in merge_suffixes:
+                assert suffix is not None
+                partition = int(msg.partition)
+                shell.next_offset[(suffix, partition)] = int(msg.offset) + 1
+                shell.merger.push(
+                    suffix,
+                    partition,
+                    round(msg.timestamp * 1000),
+                    int(msg.offset),
+                    event,
+                    time.monotonic(),
+                )
+                await run_ready(stream)
+            else:
                 stream._set_current_event(event)
-                shell.handle(event.message)
-            stream._set_current_event(None)
+                shell.handle(msg)
+                stream._set_current_event(None)
+                await stream.ack(event)
 
     app.agent(inputs, name="guardian.pipeline")(pipeline)
+
+    async def release_held() -> None:
+        if streams and len(shell.merger):
+            await run_ready(streams[-1])
+
+    app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
+
+    async def learn_positions() -> None:
+        # a topic-partition this worker has not seen a record of: its fetch position stands in
+        if shell.consumer is None or shell.tp_factory is None:
+            return
+        for tp in list(shell.consumer.assignment()):
+            suffix = names.suffix_of(tp.topic)
+            if suffix not in merge_suffixes or (suffix, tp.partition) in shell.next_offset:
+                continue
+            position = await shell.consumer.position(tp)
+            if position is not None:
+                shell.next_offset.setdefault((str(suffix), tp.partition), int(position))
+
+    app.timer(0.2, name="guardian.positions")(learn_positions)
 
     async def confirm_quiet_devices() -> None:
         for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
@@ -243,6 +322,9 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     def on_rebalance(*_: Any, **__: Any) -> None:
         shell.store.clear_cache()
+        # held records were never acked: their new owner (or this worker again) re-reads them
+        shell.merger.drain()
+        shell.next_offset.clear()
 
     app.on_partitions_revoked.connect(on_rebalance)
     app.on_partitions_assigned.connect(on_rebalance)

@@ -103,35 +103,39 @@ class DeviceState:
 
     # -- serialisation -------------------------------------------------------------------------
     def to_json(self) -> bytes:
-        return orjson.dumps(
-            {
-                "v": 1,
-                "device_id": self.device_id,
-                "active_experience_id": self.active_experience_id,
-                "ended_experiences": self.ended_experiences,
-                "last_task_sequence": self.last_task_sequence,
-                "snapshot": {
-                    k: [e.event_id, e.observed_at_ms, e.received_at_ms, e.facts, e.stale]
-                    for k, e in self.snapshot.items()
-                },
-                "debounce": {
-                    k: [
-                        d.stable,
-                        d.pending.to_dict() if d.pending else None,
-                        d.pending_value,
-                        d.window_ms,
-                    ]
-                    for k, d in self.debounce.items()
-                },
-                "voice_session_active": self.voice_session_active,
-                "timeline_seq": self.timeline_seq,
-                "last_received_ms": self.last_received_ms,
-            }
-        )
+        return orjson.dumps(self.to_obj())
 
     @classmethod
     def from_json(cls, raw: bytes) -> DeviceState:
-        d = orjson.loads(raw)
+        return cls.from_obj(orjson.loads(raw))
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "device_id": self.device_id,
+            "active_experience_id": self.active_experience_id,
+            "ended_experiences": self.ended_experiences,
+            "last_task_sequence": self.last_task_sequence,
+            "snapshot": {
+                k: [e.event_id, e.observed_at_ms, e.received_at_ms, e.facts, e.stale]
+                for k, e in self.snapshot.items()
+            },
+            "debounce": {
+                k: [
+                    d.stable,
+                    d.pending.to_dict() if d.pending else None,
+                    d.pending_value,
+                    d.window_ms,
+                ]
+                for k, d in self.debounce.items()
+            },
+            "voice_session_active": self.voice_session_active,
+            "timeline_seq": self.timeline_seq,
+            "last_received_ms": self.last_received_ms,
+        }
+
+    @classmethod
+    def from_obj(cls, d: dict[str, Any]) -> DeviceState:
         return cls(
             device_id=d["device_id"],
             active_experience_id=d["active_experience_id"],
@@ -231,37 +235,41 @@ class ExperienceState:
         return str(name) if name else None
 
     def to_json(self) -> bytes:
-        b = self.budgets
-        return orjson.dumps(
-            {
-                "v": "experience.state.v1",
-                "experience_id": self.experience_id,
-                "device_id": self.device_id,
-                "workflow_id": self.workflow_id,
-                "plan": self.plan,
-                "phase": self.phase,
-                "status": self.status,
-                "wind_down": self.wind_down,
-                "areas": self.areas,
-                "patrolled": self.patrolled,
-                "current_area": self.current_area,
-                "security": self.security,
-                "security_started": self.security_started,
-                "docked": self.docked,
-                "evidence": self.evidence,
-                "started_steps": self.started_steps,
-                "budgets": [b.decisions, b.max_decisions, b.local_retry, b.cloud_replan, b.user_question],
-                "etag": self.etag,
-                "decided": self.decided,
-                "pending": [t.to_dict() for t in self.pending],
-                "recent": [t.to_dict() for t in self.recent],
-                "voice_paused": self.voice_paused,
-            }
-        )
+        return orjson.dumps(self.to_obj())
 
     @classmethod
     def from_json(cls, raw: bytes) -> ExperienceState:
-        d = orjson.loads(raw)
+        return cls.from_obj(orjson.loads(raw))
+
+    def to_obj(self) -> dict[str, Any]:
+        b = self.budgets
+        return {
+            "v": "experience.state.v1",
+            "experience_id": self.experience_id,
+            "device_id": self.device_id,
+            "workflow_id": self.workflow_id,
+            "plan": self.plan,
+            "phase": self.phase,
+            "status": self.status,
+            "wind_down": self.wind_down,
+            "areas": self.areas,
+            "patrolled": self.patrolled,
+            "current_area": self.current_area,
+            "security": self.security,
+            "security_started": self.security_started,
+            "docked": self.docked,
+            "evidence": self.evidence,
+            "started_steps": self.started_steps,
+            "budgets": [b.decisions, b.max_decisions, b.local_retry, b.cloud_replan, b.user_question],
+            "etag": self.etag,
+            "decided": self.decided,
+            "pending": [t.to_dict() for t in self.pending],
+            "recent": [t.to_dict() for t in self.recent],
+            "voice_paused": self.voice_paused,
+        }
+
+    @classmethod
+    def from_obj(cls, d: dict[str, Any]) -> ExperienceState:
         b = d["budgets"]
         return cls(
             experience_id=d["experience_id"],
