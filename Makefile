@@ -18,6 +18,7 @@ venv: $(STAMP)
 
 ## make test: the whole suite (unit tier without a broker, integration tier on a real Kafka broker).
 test: $(STAMP)
+	scripts/ensure-chromium
 	$(BIN)/guardian kafka fetch
 	$(BIN)/python -m pytest -m "not reliability" $(PYTEST_ARGS)
 
