@@ -19,11 +19,12 @@ from typing import Any
 import orjson
 
 from guardian.settings import Settings
-from pipeline.core import Decider, Out, Pipeline
+from pipeline.core import Decider, Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules
 from supervisor.verdict import DECISIONS, Verdict
 from tables.state import ExperienceState, Trigger
+from topics.envelope import Out
 from topics.names import INPUT_SUFFIXES, TopicNames
 from topics.registry import load_registry
 

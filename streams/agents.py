@@ -31,7 +31,7 @@ import orjson
 from pipeline.runner import Processed, Processor
 from streams.merge import TimestampMerger
 from supervisor.verdict import Verdict
-from tables.faust_tables import SEP, FaustStore, GuardianTables
+from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables
 from tables.state import Trigger
 from topics.envelope import Coords, Out
 from topics.names import INPUT_SUFFIXES, TopicNames
@@ -206,6 +206,38 @@ class PipelineShell:
             del self.tables.seen[key]
         return len(expired)
 
+    def rescan(self) -> int:
+        """After table recovery: find the devices of this worker's partitions whose state holds a
+        pending debounce change (to confirm when due) or a promoted trigger still waiting for an
+        asynchronous decision (to submit again). Returns how many devices need something."""
+        found = 0
+        store = self.tables.devices.data
+        for partition, db in list(getattr(store, "_dbs", {}).items()):
+            for key, raw in db.items():
+                if bytes(key).startswith(b"__faust"):
+                    continue  # faust's own bookkeeping (persisted offsets) shares the database
+                try:
+                    device_id = bytes(key).decode()
+                    entry = DeviceEntry.from_json(bytes(raw))
+                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+                    continue
+                dev, exp = entry.device, entry.experience
+                if dev is None:
+                    continue
+                due: int | None = None
+                for st in dev.debounce.values():
+                    if st.pending is not None:
+                        at = st.pending.received_at_ms + st.window_ms
+                        due = at if due is None else min(due, at)
+                if due is not None:
+                    self.pending_confirm[device_id] = (int(partition), due)
+                    found += 1
+                if exp is not None and exp.pending and self.submit is not None and exp.phase == "active":
+                    for trigger in exp.pending:
+                        self.submit(device_id, int(partition), trigger, exp.etag)
+                    found += 1
+        return found
+
     def due_confirmations(self, wall_ms: int, idle_s: float = 1.0) -> list[tuple[str, int, int]]:
         """Devices whose pending debounce change is due: (device, partition, now_ms to confirm at).
 
@@ -306,7 +338,13 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.timer(0.2, name="guardian.positions")(learn_positions)
 
+    scanned: list[bool] = [False]
+
     async def confirm_quiet_devices() -> None:
+        recovery = getattr(app.tables, "recovery", None)
+        if not scanned[0] and recovery is not None and recovery.completed.is_set():
+            scanned[0] = True
+            shell.rescan()
         for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
             shell.send_control(
                 partition, device_id, {"op": "confirm", "device_id": device_id, "now_ms": now_ms}
@@ -321,6 +359,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.timer(SWEEP_EVERY_S, name="guardian.sweep")(sweep_dedup_memory)
 
     def on_rebalance(*_: Any, **__: Any) -> None:
+        scanned[0] = False
         shell.store.clear_cache()
         # held records were never acked: their new owner (or this worker again) re-reads them
         shell.merger.drain()

@@ -70,7 +70,7 @@ class _LRU:
 
 
 @dataclass
-class _Entry:
+class DeviceEntry:
     """One device's whole state: written as ONE table value, so it lands atomically."""
 
     device: DeviceState | None = None
@@ -91,7 +91,7 @@ class _Entry:
         )
 
     @classmethod
-    def from_json(cls, raw: bytes) -> _Entry:
+    def from_json(cls, raw: bytes) -> DeviceEntry:
         d = orjson.loads(raw)
         return cls(
             device=DeviceState.from_obj(d["d"]) if d.get("d") else None,
@@ -119,11 +119,11 @@ class FaustStore:
     def clear_cache(self) -> None:
         self.cache.clear()
 
-    def _entry(self, device_id: str) -> _Entry:
-        entry: _Entry | None = self.cache.get(device_id)
+    def _entry(self, device_id: str) -> DeviceEntry:
+        entry: DeviceEntry | None = self.cache.get(device_id)
         if entry is None:
             raw = self.tables.devices.get(device_id.encode())
-            entry = _Entry.from_json(raw) if raw is not None else _Entry()
+            entry = DeviceEntry.from_json(raw) if raw is not None else DeviceEntry()
             self.cache.put(device_id, entry)
         return entry
 

@@ -1,0 +1,169 @@
+"""Helpers of the live tier: a ``guardian worker`` subprocess, producing scripted records, and
+collecting the pipeline's outputs from the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from guardian.replay import InputRecord
+from topics.names import OUTPUT_SUFFIXES, TopicNames
+
+
+@dataclass
+class WorkerProcess:
+    """One ``guardian worker`` in its own process group, logging to a file."""
+
+    env: dict[str, str]
+    log_path: Path
+    worker_id: str = "w0"
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "guardian",
+                    "worker",
+                    "--worker-id",
+                    self.worker_id,
+                    "--loglevel",
+                    "warn",
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no commit, no goodbye."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+async def produce(bootstrap: str, records: Iterable[InputRecord]) -> int:
+    """Produce records with their scripted Kafka timestamps, keyed by device."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=30_000, linger_ms=5)
+    await producer.start()
+    count = 0
+    try:
+        futures = []
+        for r in records:
+            futures.append(await producer.send(r.topic, r.value, key=r.key, timestamp_ms=r.ts))
+            count += 1
+        await asyncio.wait_for(asyncio.gather(*futures), 60)
+    finally:
+        await producer.stop()
+    return count
+
+
+@dataclass
+class Outputs:
+    """Every output record seen so far, per topic suffix (values decoded)."""
+
+    values: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {k: [] for k in OUTPUT_SUFFIXES})
+
+    def statuses(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for e in self.values["timeline"]:
+            if e.get("stage") == "goal":
+                found.setdefault(e["experience_id"], "active")
+            elif e.get("stage") == "end":
+                found[e["experience_id"]] = e["status"]
+        return found
+
+
+async def collect(
+    bootstrap: str,
+    names: TopicNames,
+    until: Callable[[Outputs], bool],
+    *,
+    timeout_s: float = 90.0,
+    settle_s: float = 2.0,
+) -> Outputs:
+    """Read the output topics from the beginning until ``until`` holds (then ``settle_s`` more)."""
+    consumer = AIOKafkaConsumer(
+        *(names.prefix + s for s in OUTPUT_SUFFIXES),
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        request_timeout_ms=30_000,
+        metadata_max_age_ms=1000,
+    )
+    await consumer.start()
+    out = Outputs()
+    deadline = time.monotonic() + timeout_s
+    settle_until: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if settle_until is not None and now >= settle_until:
+                return out
+            if now >= deadline:
+                raise TimeoutError(f"outputs did not reach the expected state: {out.statuses()}")
+            batch = await consumer.getmany(timeout_ms=300)
+            for tp, msgs in batch.items():
+                suffix = names.suffix_of(tp.topic)
+                assert suffix is not None
+                out.values[suffix].extend(orjson.loads(m.value) for m in msgs)
+            if settle_until is None and until(out):
+                settle_until = time.monotonic() + settle_s
+    finally:
+        await consumer.stop()
+
+
+def by_id(values: list[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for v in values:
+        grouped.setdefault(v[key], []).append(v)
+    return grouped
+
+
+def assert_single_content(values: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    """No ID published with two different contents; returns one value per ID."""
+    unique: dict[str, dict[str, Any]] = {}
+    for ident, copies in by_id(values, key).items():
+        first = copies[0]
+        for other in copies[1:]:
+            assert other == first, f"{key} {ident} published with two contents:\n{first}\n{other}"
+        unique[ident] = first
+    return unique
