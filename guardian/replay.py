@@ -280,12 +280,13 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         records: list[InputRecord] = []
         for f in args.files:
             records.extend(read_kcat_lines(Path(f), names))
-        model_decider: Decider | None = None
         if args.decisions == "model":
             from supervisor.sync import blocking_model_decider
 
-            model_decider = blocking_model_decider(settings)
-        result = replay_records(records, settings=settings, mode=args.decisions, model_decider=model_decider)
+            with blocking_model_decider(settings) as decider:
+                result = replay_records(records, settings=settings, mode="model", model_decider=decider)
+        else:
+            result = replay_records(records, settings=settings, mode=args.decisions)
     except ReplayInputError as exc:
         print(f"guardian replay: {exc}", file=sys.stderr)
         return 1

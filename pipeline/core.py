@@ -960,22 +960,6 @@ class Pipeline:
             summary=f"evidence: {signal}{where}",
         )
 
-    def success_met(self, exp: ExperienceState) -> bool:
-        """Every success condition of the plan has physical evidence (§3)."""
-        for cond in exp.plan.get("success_conditions") or ():
-            if cond == "admitted_area_patrolled_completed" or cond == "admitted_area_patrol_completed":
-                if exp.remaining_areas():
-                    return False
-            elif cond == "meaningful_security_events_handled":
-                if exp.pending:
-                    return False
-            elif cond == "security_session_stopped":
-                if exp.security != "stopped":
-                    return False
-            elif cond == "device_physically_docked" and not exp.docked:
-                return False
-        return True
-
     def _check_end(self, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int) -> None:
         if exp.phase == "ended":
             return
@@ -991,7 +975,7 @@ class Pipeline:
                     "docked" + (", security stopped" if exp.security_started else ""),
                 )
             return
-        if self.success_met(exp):
+        if exp.success_met():
             self._end(dev, exp, res, "completed", at_ms, "every success condition has physical evidence")
 
     def _end(

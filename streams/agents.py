@@ -208,8 +208,8 @@ class PipelineShell:
 
     def rescan(self) -> int:
         """After table recovery: find the devices of this worker's partitions whose state holds a
-        pending debounce change (to confirm when due) or a promoted trigger still waiting for an
-        asynchronous decision (to submit again). Returns how many devices need something."""
+        pending debounce change, to confirm when due. (Triggers still waiting for an asynchronous
+        decision are submitted again by ``supervisor.lanes`` on the same recovery.)"""
         found = 0
         store = self.tables.devices.data
         for partition, db in list(getattr(store, "_dbs", {}).items()):
@@ -221,7 +221,7 @@ class PipelineShell:
                     entry = DeviceEntry.from_json(bytes(raw))
                 except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
                     continue
-                dev, exp = entry.device, entry.experience
+                dev = entry.device
                 if dev is None:
                     continue
                 due: int | None = None
@@ -231,10 +231,6 @@ class PipelineShell:
                         due = at if due is None else min(due, at)
                 if due is not None:
                     self.pending_confirm[device_id] = (int(partition), due)
-                    found += 1
-                if exp is not None and exp.pending and self.submit is not None and exp.phase == "active":
-                    for trigger in exp.pending:
-                        self.submit(device_id, int(partition), trigger, exp.etag)
                     found += 1
         return found
 

@@ -13,6 +13,7 @@ The app is passed in (``define_tables(app)``): this package never imports ``stre
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +159,16 @@ class FaustStore:
             if len(entry.log) > OUTPUT_LOG:
                 del entry.log[: len(entry.log) - OUTPUT_LOG]
         self.tables.devices[device_id.encode()] = entry.to_json()
+
+    def pending_experiences(self) -> Iterator[tuple[int, ExperienceState]]:
+        """(partition, experience) of every local experience with triggers awaiting a decision."""
+        for partition, db in sorted(getattr(self.tables.devices.data, "_dbs", {}).items()):
+            for key, raw in db.items():
+                if bytes(key).startswith(b"__faust"):
+                    continue
+                exp = DeviceEntry.from_json(bytes(raw)).experience
+                if exp is not None and exp.pending:
+                    yield int(partition), exp
 
     def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
         raw = self.tables.seen.get(f"{device_id}{SEP}{event_id}".encode())

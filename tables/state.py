@@ -227,6 +227,23 @@ class ExperienceState:
         done = set(self.patrolled)
         return [a for a in self.areas if a not in done]
 
+    def success_met(self, *, deciding: str | None = None) -> bool:
+        """Every success condition of the plan (§3) has physical evidence; ``deciding`` names a
+        trigger being decided right now, which counts as handled."""
+        for cond in self.plan.get("success_conditions") or ():
+            if cond == "admitted_area_patrol_completed":
+                if self.remaining_areas():
+                    return False
+            elif cond == "meaningful_security_events_handled":
+                if any(t.event_id != deciding for t in self.pending):
+                    return False
+            elif cond == "security_session_stopped":
+                if self.security != "stopped":
+                    return False
+            elif cond == "device_physically_docked" and not self.docked:
+                return False
+        return True
+
     def area_name(self, area_id: str | None) -> str | None:
         if area_id is None:
             return None
