@@ -146,7 +146,7 @@ def replay_records(
     model_decider: Decider | None = None,
 ) -> ReplayResult:
     """Run input records through the live pipeline's logic; pure apart from the registry load."""
-    registry = load_registry()
+    registry = load_registry(settings.contracts_file, settings.capabilities_file)
     recorded = RecordedDecisions.from_records(records)
     if mode is None:
         mode = "recorded" if recorded.by_trigger else "rules"

@@ -34,6 +34,9 @@ class Settings:
     supervisor: SupervisorBackend
     gemini_model: str
     language: Language
+    #: the observation contracts and capability catalog (default: the ones shipped in ``topics``)
+    contracts_file: Path | None = None
+    capabilities_file: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -62,6 +65,12 @@ class Settings:
             supervisor=supervisor,  # type: ignore[arg-type]
             gemini_model=env.get("GUARDIAN_GEMINI_MODEL", DEFAULT_GEMINI_MODEL),
             language=language,  # type: ignore[arg-type]
+            contracts_file=Path(env["GUARDIAN_CONTRACTS_FILE"])
+            if env.get("GUARDIAN_CONTRACTS_FILE")
+            else None,
+            capabilities_file=(
+                Path(env["GUARDIAN_CAPABILITIES_FILE"]) if env.get("GUARDIAN_CAPABILITIES_FILE") else None
+            ),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

@@ -21,7 +21,7 @@ from topics.registry import RegistryError, load_registry
 
 def build_worker_app(settings: Settings, *, bootstrap: str, worker_id: str) -> tuple[Any, PipelineShell]:
     """The App with its tables, agent and timers, ready to run."""
-    registry = load_registry()
+    registry = load_registry(settings.contracts_file, settings.capabilities_file)
     app = create_app(settings, bootstrap=bootstrap, worker_id=worker_id)
     names = TopicNames(settings.topic_prefix)
     tables = define_tables(app, settings.partitions)
@@ -53,6 +53,11 @@ def default_worker_id() -> str:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        load_registry(settings.contracts_file, settings.capabilities_file)
+    except RegistryError as exc:
+        print(f"guardian worker: broken registry: {exc}", file=sys.stderr)
+        return 2
     bootstrap = settings.resolve_bootstrap()
     try:
         app, _shell = build_worker_app(
