@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--speed", type=float, default=1.0, help="time compression factor")
     sim.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     sim.add_argument("--summary-json", default=None, help="write the fleet's final table as JSON here")
+    sim.add_argument("--rate", type=float, default=2.0, help="observations per simulated s, patrolling")
+    sim.add_argument("--patrol-seconds", type=float, default=10.0, help="simulated seconds per area's patrol")
+    sim.add_argument("--device-prefix", default=None, help="device ID prefix (default sim<seed>-)")
+    sim.add_argument("--progress", action="store_true", help="show a live table of experiences by phase")
 
     replay = sub.add_parser("replay", help="replay exported topics through the pipeline, offline")
     _common(replay)
@@ -106,7 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true")
     bench.add_argument("--out", default="out/bench")
     bench.add_argument(
-        "--only", default=None, help="comma-separated parts: gate,core,pipeline,passthrough,..."
+        "--only",
+        default=None,
+        help="comma-separated parts: pipeline,latency,passthrough,broker,core,gate (default: all)",
+    )
+    bench.add_argument("--devices", type=int, default=None, help="devices of the fleet (default 10000)")
+    bench.add_argument("--records", type=int, default=None, help="observations in the throughput run")
+    bench.add_argument(
+        "--rate", type=float, default=None, help="steady load of the latency run (default: max / 4)"
     )
 
     schema = sub.add_parser("schema", help="JSON Schemas of the records")
@@ -119,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--devices", type=int, default=20)
     demo.add_argument("--out", default="out/demo")
     demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--speed", type=float, default=2.0, help="time compression of the simulated fleet")
+    demo.add_argument("--timeout", type=float, default=300.0, help="give up on the fleet after this many s")
+    demo.add_argument("--rate", type=float, default=2.0, help="routine observations per simulated second")
+    demo.add_argument("--patrol-seconds", type=float, default=10.0, help="simulated seconds per area")
+    demo.add_argument("--keep-topics", action="store_true", help="keep the run's topics on the broker")
     return parser
 
 

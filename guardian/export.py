@@ -9,120 +9,123 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
+from guardian.admin import admin_client, partition_counts
 from guardian.settings import Settings
 from topics.names import CONTRACT_SUFFIXES, TopicNames
 
 REQUEST_TIMEOUT_MS = 30_000
-POLL_TIMEOUT_MS = 1_000
-#: give up when a partition yields nothing for this long before its end offset (a broker problem)
-STALL_TIMEOUT_S = 60.0
+EXPORT_TIMEOUT_S = 300.0
+METADATA_ATTEMPTS = 10
 
 
-def kcat_line(msg: Any) -> bytes:
-    """One record as ``kcat -C -J`` prints it."""
+def kcat_line(
+    topic: str, partition: int, offset: int, ts: int, key: bytes | None, value: bytes | None
+) -> bytes:
+    """One record as ``kcat -C -J`` prints it (CONTRACTS.md §12)."""
     return orjson.dumps(
         {
-            "topic": msg.topic,
-            "partition": msg.partition,
-            "offset": msg.offset,
-            "tstype": "create" if msg.timestamp_type == 0 else "logappend",
-            "ts": msg.timestamp,
-            "broker": -1,
-            "key": None if msg.key is None else msg.key.decode("utf-8", "replace"),
-            "payload": None if msg.value is None else msg.value.decode("utf-8", "replace"),
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "tstype": "create",
+            "ts": ts,
+            "key": None if key is None else key.decode("utf-8", "replace"),
+            "payload": None if value is None else value.decode("utf-8", "replace"),
         }
     )
 
 
-async def topic_partitions(bootstrap: str, topics: list[str]) -> list[TopicPartition]:
-    """The partitions of the topics that exist (a missing topic has none)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
-    await admin.start()
-    try:
-        existing = set(await asyncio.wait_for(admin.list_topics(), REQUEST_TIMEOUT_MS / 1000))
-        wanted = [t for t in topics if t in existing]
-        if not wanted:
-            return []
-        described = await asyncio.wait_for(admin.describe_topics(wanted), REQUEST_TIMEOUT_MS / 1000)
-    finally:
-        await admin.close()
-    tps: list[TopicPartition] = []
-    for topic in described:
-        for part in topic.get("partitions", []):
-            tps.append(TopicPartition(topic["topic"], int(part["partition"])))
-    return sorted(tps)
-
-
 async def export_topics(
     bootstrap: str,
-    topics: Iterable[str],
-    out: IO[bytes],
-    *,
+    names: Sequence[str],
+    out_path: Path,
     since_ms: int | None = None,
     until_ms: int | None = None,
     device: str | None = None,
+    *,
+    timeout_s: float = EXPORT_TIMEOUT_S,
 ) -> int:
-    """Write the records of ``topics`` to ``out``; returns how many were written."""
+    """Write every record of ``names`` (up to their end offsets now) to ``out_path``; how many.
+
+    ``since_ms``/``until_ms`` bound the Kafka timestamps, ``device`` the record key."""
+    counts: dict[str, int] = {}
+    async with asyncio.timeout(timeout_s), admin_client(bootstrap) as admin:
+        for _ in range(METADATA_ATTEMPTS):  # a busy cluster's metadata can lag behind
+            counts = await partition_counts(admin, list(names))
+            if len(counts) == len(set(names)):
+                break
+            await asyncio.sleep(0.5)
+    parts = [TopicPartition(t, p) for t in names if t in counts for p in range(counts[t])]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
         group_id=None,
+        enable_auto_commit=False,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
+        client_id="guardian-export",
+        # the reset that assign() starts must agree with the seek below (else it may win the race)
         auto_offset_reset="earliest",
     )
-    await consumer.start()
     written = 0
+    fh = _open_for_writing(out_path)
     try:
-        tps = await topic_partitions(bootstrap, list(topics))
-        if not tps:
-            return 0
-        consumer.assign(tps)
-        end = await asyncio.wait_for(consumer.end_offsets(tps), REQUEST_TIMEOUT_MS / 1000)
-        start = await asyncio.wait_for(consumer.beginning_offsets(tps), REQUEST_TIMEOUT_MS / 1000)
-        if since_ms is not None:
-            found = await asyncio.wait_for(
-                consumer.offsets_for_times({tp: since_ms for tp in tps}), REQUEST_TIMEOUT_MS / 1000
-            )
-            for tp in tps:
-                hit = found.get(tp)
-                start[tp] = hit.offset if hit is not None else end[tp]
-        remaining = {tp for tp in tps if start[tp] < end[tp]}
-        for tp in tps:
-            consumer.seek(tp, start[tp])
-        loop = asyncio.get_running_loop()
-        last_progress = loop.time()
-        device_key = device.encode() if device is not None else None
-        while remaining:
-            batch = await consumer.getmany(*remaining, timeout_ms=POLL_TIMEOUT_MS)
-            if not batch:
-                if loop.time() - last_progress > STALL_TIMEOUT_S:
-                    raise TimeoutError(f"no progress reading {sorted(str(t) for t in remaining)}")
-                continue
-            last_progress = loop.time()
-            for tp, msgs in batch.items():
-                for msg in msgs:
-                    if msg.offset >= end[tp]:
-                        break
-                    if until_ms is not None and msg.timestamp > until_ms:
-                        continue
-                    if device_key is not None and msg.key != device_key:
-                        continue
-                    out.write(kcat_line(msg) + b"\n")
-                    written += 1
-                if await consumer.position(tp) >= end[tp]:
-                    remaining.discard(tp)
+        async with asyncio.timeout(timeout_s):
+            await consumer.start()
+            if not parts:
+                return 0
+            consumer.assign(parts)
+            ends: dict[TopicPartition, int] = await consumer.end_offsets(parts)
+            if since_ms is not None:
+                found = await consumer.offsets_for_times({tp: since_ms for tp in parts})
+                for tp in parts:
+                    hit = found.get(tp)
+                    consumer.seek(tp, hit.offset if hit is not None else ends[tp])
+            else:
+                starts = await consumer.beginning_offsets(parts)
+                for tp in parts:
+                    consumer.seek(tp, starts[tp])
+            remaining = {tp for tp in parts if await consumer.position(tp) < ends[tp]}
+            key_filter = device.encode() if device is not None else None
+            while remaining:
+                batches = await consumer.getmany(*remaining, timeout_ms=500, max_records=10_000)
+                for tp, records in batches.items():
+                    for r in records:
+                        if r.offset >= ends[tp]:
+                            continue
+                        if until_ms is not None and r.timestamp > until_ms:
+                            continue
+                        if key_filter is not None and r.key != key_filter:
+                            continue
+                        fh.write(
+                            kcat_line(tp.topic, tp.partition, r.offset, r.timestamp, r.key, r.value) + b"\n"
+                        )
+                        written += 1
+                for tp in list(remaining):
+                    if await consumer.position(tp) >= ends[tp]:
+                        remaining.discard(tp)
     finally:
-        await consumer.stop()
+        fh.close()
+        with contextlib.suppress(KafkaError, TimeoutError):
+            async with asyncio.timeout(30):
+                await consumer.stop()
     return written
+
+
+def _open_for_writing(path: Path) -> IO[bytes]:
+    if str(path) == "-":
+        return os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("wb")
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
@@ -139,17 +142,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     bootstrap = settings.resolve_bootstrap()
     topics = [names.prefix + s for s in suffixes]
 
-    async def run(out: IO[bytes]) -> int:
-        return await export_topics(
-            bootstrap, topics, out, since_ms=args.since_ms, until_ms=args.until_ms, device=args.device
-        )
-
-    if args.out == "-":
-        count = asyncio.run(run(sys.stdout.buffer))
-    else:
-        path = Path(args.out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as fh:
-            count = asyncio.run(run(fh))
+    count = asyncio.run(
+        export_topics(bootstrap, topics, Path(args.out), args.since_ms, args.until_ms, args.device)
+    )
     print(f"exported {count} records from {len(topics)} topics", file=sys.stderr)
     return 0

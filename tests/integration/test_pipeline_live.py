@@ -40,6 +40,16 @@ def fleet(prefix: str, t0: int) -> tuple[list[InputRecord], dict[str, str]]:
     return records, scenario_of
 
 
+def produce_plans_first(bootstrap: str, names: TopicNames, records: list[InputRecord]) -> None:
+    """Experiences start before anything refers to them (as in life): plans first, until every
+    goal is in the timeline, then the devices' records."""
+    plans = [r for r in records if r.suffix == "plans"]
+    started = {orjson.loads(r.value or b"{}").get("experience_id") for r in plans}
+    asyncio.run(produce(bootstrap, plans))
+    asyncio.run(collect(bootstrap, names, lambda o: started <= set(o.statuses()), timeout_s=90, settle_s=0))
+    asyncio.run(produce(bootstrap, [r for r in records if r.suffix != "plans"]))
+
+
 def all_ended(expected: dict[str, str]) -> Any:
     def check(out: Outputs) -> bool:
         statuses = out.statuses()
@@ -97,7 +107,7 @@ def test_every_scenario_live_matches_replay_and_export(
     }
     worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
     try:
-        asyncio.run(produce(kafka_bootstrap, records))
+        produce_plans_first(kafka_bootstrap, names, records)
         live = asyncio.run(collect(kafka_bootstrap, names, all_ended(want), timeout_s=120))
     finally:
         worker.stop()
@@ -139,7 +149,7 @@ def test_sigkill_mid_scenario_recovers_from_changelog(
     half = len(records) // 2
     first = WorkerProcess(guardian_env, tmp_path / "w1.log", worker_id="w1").start()
     try:
-        asyncio.run(produce(kafka_bootstrap, records[:half]))
+        produce_plans_first(kafka_bootstrap, names, records[:half])
 
         def some_decisions(out: Outputs) -> bool:
             return len(out.values["decisions"]) >= 3
