@@ -294,7 +294,7 @@ class Pipeline:
                 self._cross_device(dev, res, obs, received_at_ms, raw, owner)
                 return res
         # confirmation by a later record's observed_at_ms
-        self._confirm_observed(dev, exp, res, obs.observed_at_ms, owner_of, decide)
+        self._confirm_due(dev, exp, res, obs.observed_at_ms, owner_of, decide, by_observed=True)
         exp = res.experience
         if obs.type == VOICE_PIPELINE_CONTRACT:
             self._voice(dev, exp, res, trigger)
@@ -394,25 +394,16 @@ class Pipeline:
         now_ms: int,
         owner_of: OwnerOf,
         decide: Decider | None,
+        *,
+        by_observed: bool = False,
     ) -> None:
+        """Confirm the pending changes whose window has passed at ``now_ms``: on the receive-time
+        clock, or (``by_observed``) by a later record's ``observed_at_ms``."""
+
         def due(st: DebounceState) -> bool:
             assert st.pending is not None
-            return st.pending.received_at_ms + st.window_ms <= now_ms
-
-        self._confirm(dev, exp, res, due, owner_of, decide)
-
-    def _confirm_observed(
-        self,
-        dev: DeviceState,
-        exp: ExperienceState | None,
-        res: Result,
-        observed_at_ms: int,
-        owner_of: OwnerOf,
-        decide: Decider | None,
-    ) -> None:
-        def due(st: DebounceState) -> bool:
-            assert st.pending is not None
-            return st.pending.observed_at_ms + st.window_ms <= observed_at_ms
+            start = st.pending.observed_at_ms if by_observed else st.pending.received_at_ms
+            return start + st.window_ms <= now_ms
 
         self._confirm(dev, exp, res, due, owner_of, decide)
 

@@ -103,15 +103,7 @@ def verdict_record(
         "op": "verdict",
         "device_id": device_id,
         "trigger": trigger.to_dict(),
-        "verdict": {
-            "decision": verdict.decision,
-            "reason_code": verdict.reason_code,
-            "rationale": verdict.clipped_rationale(),
-            "backend": verdict.backend,
-            "replan_steps": [dict(s) for s in verdict.replan_steps],
-            "keep_areas": list(verdict.keep_areas) if verdict.keep_areas is not None else None,
-            "fallback_reason": verdict.fallback_reason,
-        },
+        "verdict": verdict.to_dict(),
         "etag": etag,
         "at_ms": at_ms,
     }

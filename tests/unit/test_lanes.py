@@ -88,16 +88,7 @@ class FakeShell:
 
     def _apply(self, cmd: dict[str, Any], partition: int) -> None:
         assert cmd["op"] == "verdict"
-        v = cmd["verdict"]
-        verdict = Verdict(
-            decision=v["decision"],
-            reason_code=v["reason_code"],
-            rationale=v["rationale"],
-            backend=v["backend"],
-            replan_steps=tuple(v.get("replan_steps") or ()),
-            keep_areas=tuple(v["keep_areas"]) if v.get("keep_areas") is not None else None,
-            fallback_reason=v.get("fallback_reason"),
-        )
+        verdict = Verdict.from_dict(cmd["verdict"])
         device_id = cmd["device_id"]
         trigger = Trigger.from_dict(cmd["trigger"])
         done = self.processor.apply(
