@@ -4,6 +4,7 @@ recovery, and a poison record in the middle of a partition."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import sys
 import time
@@ -114,29 +115,52 @@ def test_every_scenario_live_matches_replay_and_export(
     assert worker.proc is not None and worker.proc.returncode in (0, -15), worker.log_tail()
     compare(live, replayed)
 
-    # export the live topics with `guardian export`, replay them with `guardian replay`
-    export_file = tmp_path / "topics.jsonl"
-    out_dir = tmp_path / "replay"
+    # export the live topics with `guardian export`, and with a client we did not write (Debian's
+    # kcat), and replay each with `guardian replay`: the same decisions, dispatches and statuses
     cli = [sys.executable, "-m", "guardian"]
-    subprocess.run([*cli, "export", "--out", str(export_file)], env=guardian_env, check=True, timeout=120)
-    lines = export_file.read_bytes().splitlines()
-    assert len(lines) >= len(records)
-    subprocess.run(
-        [*cli, "replay", str(export_file), "--out", str(out_dir)], env=guardian_env, check=True, timeout=120
-    )
-    summary = orjson.loads((out_dir / "summary.json").read_bytes())
-    assert summary["decisions_mode"] == "recorded"
-    assert summary["divergences"] == 0
-    assert summary["experiences"] == live.statuses()
-    replay_decisions = [orjson.loads(x) for x in (out_dir / "decisions.jsonl").read_bytes().splitlines()]
-    replay_dispatch = [orjson.loads(x) for x in (out_dir / "dispatch.jsonl").read_bytes().splitlines()]
-    assert {d["decision_id"]: d for d in replay_decisions} == assert_single_content(
-        live.values["decisions"], "decision_id"
-    )
-    assert {d["dispatch_id"]: d for d in replay_dispatch} == assert_single_content(
-        live.values["dispatch"], "dispatch_id"
-    )
-    assert (out_dir / "report.html").stat().st_size > 1000
+    ours = tmp_path / "topics.jsonl"
+    subprocess.run([*cli, "export", "--out", str(ours)], env=guardian_env, check=True, timeout=120)
+    assert len(ours.read_bytes().splitlines()) >= len(records)
+    theirs = tmp_path / "kcat.jsonl"
+    theirs.write_bytes(kcat_export(kafka_bootstrap, names))
+    for export_file in (ours, theirs):
+        out_dir = tmp_path / f"replay-{export_file.stem}"
+        subprocess.run(
+            [*cli, "replay", str(export_file), "--out", str(out_dir)],
+            env=guardian_env,
+            check=True,
+            timeout=120,
+        )
+        summary = orjson.loads((out_dir / "summary.json").read_bytes())
+        assert summary["decisions_mode"] == "recorded"
+        assert summary["divergences"] == 0
+        assert summary["experiences"] == live.statuses()
+        replay_decisions = [orjson.loads(x) for x in (out_dir / "decisions.jsonl").read_bytes().splitlines()]
+        replay_dispatch = [orjson.loads(x) for x in (out_dir / "dispatch.jsonl").read_bytes().splitlines()]
+        assert {d["decision_id"]: d for d in replay_decisions} == assert_single_content(
+            live.values["decisions"], "decision_id"
+        )
+        assert {d["dispatch_id"]: d for d in replay_dispatch} == assert_single_content(
+            live.values["dispatch"], "dispatch_id"
+        )
+        assert (out_dir / "report.html").stat().st_size > 1000
+
+
+def kcat_export(bootstrap: str, names: TopicNames) -> bytes:
+    """Every contract topic as Debian's ``kcat -C -J`` prints it."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.fail("kcat is not installed: run scripts/ensure-debian-tools kcat:kcat", pytrace=False)
+    out = b""
+    for topic in names.contract_topics():
+        done = subprocess.run(
+            [kcat, "-C", "-J", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q"],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        out += done.stdout
+    return out
 
 
 def test_sigkill_mid_scenario_recovers_from_changelog(

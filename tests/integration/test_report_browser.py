@@ -1,6 +1,6 @@
 """The incident report in a real browser: headless Chromium renders it, runs its JS, and sends nothing.
 
-Needs Debian's `chromium` (run scripts/ensure-chromium). Missing Chromium is a failure, not a skip.
+Needs Debian's `chromium` (run scripts/ensure-debian-tools chromium:chromium). Missing Chromium is a failure, not a skip.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _chromium_binary() -> str:
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
         pytest.fail(
-            "headless Chromium is not installed: run scripts/ensure-chromium "
+            "headless Chromium is not installed: run scripts/ensure-debian-tools chromium:chromium "
             "(or: apt-get update && apt-get install -y chromium)",
             pytrace=False,
         )
