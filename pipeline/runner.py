@@ -139,6 +139,11 @@ class Processor:
         coords = Coords(kind, partition, offset)
         prior = store.applied_outputs(device_id, coords)
         if prior is not None:
+            if isinstance(record, ExperiencePlan) and any(
+                o.kind == "timeline" and o.value.get("stage") == "goal" for o in prior
+            ):
+                # the owner index is a table of its own: write it again, it may not have landed
+                store.put_owner(record.experience_id, device_id)
             return Processed(prior, [], device_id)
         dev = store.get_device(device_id) or DeviceState(device_id=device_id)
         exp = store.get_experience(device_id)

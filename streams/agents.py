@@ -21,6 +21,7 @@ writes each verdict back as a ``verdict`` record on ``control``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ from tables.state import Trigger
 from topics.envelope import Coords, Out
 from topics.names import INPUT_SUFFIXES, TopicNames
 
-MERGE_MAX_HOLD_S = 1.0
+MERGE_MAX_HOLD_S = 10.0
+PRODUCER_BUFFER_MESSAGES = 20_000
 MERGE_TICK_S = 0.05
 CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
@@ -159,16 +161,7 @@ class PipelineShell:
         elif op == "verdict":
             device_id = str(cmd["device_id"])
             trigger = Trigger.from_dict(cmd["trigger"])
-            v = cmd["verdict"]
-            verdict = Verdict(
-                decision=v["decision"],
-                reason_code=v["reason_code"],
-                rationale=v["rationale"],
-                backend=v["backend"],
-                replan_steps=tuple(v.get("replan_steps") or ()),
-                keep_areas=tuple(v["keep_areas"]) if v.get("keep_areas") is not None else None,
-                fallback_reason=v.get("fallback_reason"),
-            )
+            verdict = Verdict.from_dict(cmd["verdict"])
             done = self.processor.apply(
                 self.store,
                 device_id,
@@ -363,4 +356,25 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.on_partitions_revoked.connect(on_rebalance)
     app.on_partitions_assigned.connect(on_rebalance)
+
+    async def quiet_root_logger() -> None:
+        restore_log_level(logging.getLogger())
+        # faust's producer buffer stops the stream whenever 100 messages wait (each table write is
+        # one), then drains them one by one: a deep buffer keeps the stream flowing while aiokafka
+        # batches; faust still flushes it whole before every offset commit
+        app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
+
+    app.task(quiet_root_logger)
     return sorted(app.agents.keys())
+
+
+def restore_log_level(root: logging.Logger) -> None:
+    """Undo faust's terminal spinner setting the root logger to DEBUG.
+
+    ``faust.Worker`` adds a spinner handler at DEBUG and lowers the root logger to DEBUG, so every
+    ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
+    advances a spinner: over 10% of a busy worker's CPU. The root level goes back to the lowest
+    level of the other handlers (the configured ``--loglevel``); what is logged does not change."""
+    levels = [h.level for h in root.handlers if type(h).__name__ != "SpinnerHandler" and h.level]
+    if levels and root.level < min(levels):
+        root.setLevel(min(levels))

@@ -24,7 +24,7 @@ from topics.envelope import Coords, Out
 
 SEP = "\x1f"
 #: how many records with outputs a device's state remembers the outputs of (crash re-reads)
-OUTPUT_LOG = 48
+OUTPUT_LOG = 8
 #: decoded states kept in memory (write-through); cleared on every rebalance
 CACHE_SIZE = 20_000
 

@@ -1,6 +1,7 @@
 """The incident report in a real browser: headless Chromium renders it, runs its JS, and sends nothing.
 
-Needs Debian's `chromium` (run scripts/ensure-debian-tools chromium:chromium). Missing Chromium is a failure, not a skip.
+Needs Debian's `chromium` (run scripts/ensure-debian-tools chromium:chromium).
+Missing Chromium is a failure, not a skip.
 """
 
 from __future__ import annotations

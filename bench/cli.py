@@ -1,0 +1,544 @@
+"""``guardian bench``: throughput, latency and memory of the pipeline against baselines, in one run.
+
+What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
+
+1. a broker: ``GUARDIAN_KAFKA_BOOTSTRAP`` (or ``--bootstrap``) when set, else a fresh
+   :class:`guardian.kafka_local.LocalBroker` in a temp dir (stopped at the end); topics under a
+   unique prefix, ``GUARDIAN_PARTITIONS`` partitions each (deleted at the end);
+2. ``pipeline``: the setup records (plan + ``security.started``) of every device are processed by a
+   worker, which then leaves; ``N`` observations in the mix of :mod:`bench.workload` are produced;
+   a fresh ``guardian worker`` starts on them and its consumer group's committed offsets are polled:
+   the throughput is the records committed between the first and the last commit over the time
+   between them (the worker's start-up is not in it). The worker's peak RSS (``VmHWM``) after it has
+   handled every device is the memory figure;
+3. ``latency``: the same worker under a steady load of a quarter of the measured maximum (or
+   ``--rate``); battery-low triggers on fresh experiences are timestamped when produced and matched
+   to their ``return_to_station`` dispatch by ``trigger_event_id``;
+4. ``passthrough``: a raw aiokafka consume -> JSON decode -> produce loop over the same topic;
+5. ``broker``: Kafka's ``ProducerPerformance`` and ``ConsumerPerformance`` on the same broker;
+6. ``core`` and ``gate``: the micro-benchmarks (one core, no Kafka).
+
+It prints a summary and writes ``OUT/bench.json`` and ``OUT/bench.svg``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from bench import kafka_ops
+from bench.core_bench import run_core_bench
+from bench.gate_bench import run_gate_bench
+from bench.svg import write_svg
+from bench.workload import (
+    MIX,
+    battery_low,
+    device_ids,
+    measured_records,
+    setup_end,
+    setup_records,
+)
+from guardian.settings import Settings
+from topics.names import TopicNames
+
+PARTS = ("pipeline", "latency", "passthrough", "broker", "core", "gate")
+
+TARGETS = {
+    "ratio_pipeline_passthrough": (">=", 0.5),
+    "pipeline_obs_per_s": (">=", 20_000.0),
+    "latency_p99_ms": ("<=", 100.0),
+    "worker_rss_mb_10k_devices": ("<=", 400.0),
+    "core_median_us": ("<=", 20.0),
+}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    devices: int
+    records: int
+    latency_devices: int
+    latency_s: float
+    probes_per_s: float
+    perf_records: int
+    micro_n: int
+
+
+QUICK = Sizes(
+    devices=2_000,
+    records=20_000,
+    latency_devices=100,
+    latency_s=10.0,
+    probes_per_s=10.0,
+    perf_records=200_000,
+    micro_n=20_000,
+)
+FULL = Sizes(
+    devices=10_000,
+    records=100_000,
+    latency_devices=600,
+    latency_s=30.0,
+    probes_per_s=20.0,
+    perf_records=1_000_000,
+    micro_n=100_000,
+)
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gib": round(mem / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+@contextlib.contextmanager
+def broker_for(settings: Settings, tmp: Path) -> Iterator[tuple[str, str]]:
+    """(bootstrap, kind): the configured broker, else a LocalBroker in ``tmp`` (stopped on exit)."""
+    if settings.bootstrap:
+        yield settings.bootstrap, "external"
+        return
+    from guardian.kafka_local import LocalBroker
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GUARDIAN_KAFKA_PORT", "GUARDIAN_DATA_DIR")}
+    env["GUARDIAN_DATA_DIR"] = str(tmp / "broker")
+    broker = LocalBroker.from_settings(replace(settings, data_dir=tmp / "broker"), env=env)
+    address = broker.up(timeout_s=120)
+    try:
+        yield address, "local"
+    finally:
+        broker.down()
+
+
+def _classpath(settings: Settings) -> str:
+    from guardian.kafka_local import LocalBroker
+
+    return LocalBroker.from_settings(settings).classpath()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+@dataclass
+class Run:
+    """One benchmark run: where, what, and the results so far."""
+
+    settings: Settings
+    bootstrap: str
+    names: TopicNames
+    sizes: Sizes
+    out: Path
+    work: Path
+    t0: int
+    results: dict[str, Any]
+
+    @property
+    def partitions(self) -> int:
+        return self.settings.partitions
+
+    @property
+    def group(self) -> str:
+        from streams.app import app_id
+
+        return app_id(replace(self.settings, topic_prefix=self.names.prefix))
+
+    def worker_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            GUARDIAN_KAFKA_BOOTSTRAP=self.bootstrap,
+            GUARDIAN_TOPIC_PREFIX=self.names.prefix,
+            GUARDIAN_PARTITIONS=str(self.partitions),
+            GUARDIAN_DATA_DIR=str(self.work / "worker-data"),
+            GUARDIAN_SUPERVISOR="rules",
+        )
+        return env
+
+    def say(self, text: str) -> None:
+        print(f"[bench {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    # -- the fleet ------------------------------------------------------------------------------
+    @property
+    def devices(self) -> list[str]:
+        return device_ids(self.sizes.devices)
+
+    @property
+    def lat_devices(self) -> list[str]:
+        return device_ids(self.sizes.latency_devices, prefix="lat")
+
+    @property
+    def lat_t0(self) -> int:
+        return setup_end(self.devices, self.t0)
+
+    @property
+    def measured_t0(self) -> int:
+        return setup_end(self.lat_devices, self.lat_t0)
+
+    # -- pipeline throughput and memory ---------------------------------------------------------
+    def pipeline(self) -> kafka_ops.Worker:
+        """Measure the worker's throughput; returns the (still running) worker."""
+        sizes, names = self.sizes, self.names
+        setup = setup_records(names, self.devices, self.t0)
+        setup += setup_records(names, self.lat_devices, self.lat_t0)
+        self.say(f"setup: {len(setup)} records (plans + security.started) for {sizes.devices} devices")
+        asyncio.run(kafka_ops.produce(self.bootstrap, setup))
+        first = kafka_ops.Worker(self.worker_env(), self.out / "worker-setup.log", worker_id="bench").start()
+        try:
+            waited = asyncio.run(
+                kafka_ops.wait_caught_up(
+                    self.bootstrap, self.group, [names.plans, names.task_events], self.partitions, 600
+                )
+            )
+        except TimeoutError:
+            first.stop()
+            raise RuntimeError(f"the setup worker did not catch up:\n{first.log_tail()}") from None
+        first.stop()
+        self.say(f"setup processed in {waited:.1f} s (incl. worker start-up)")
+        records = list(measured_records(names, self.devices, self.t0, self.measured_t0, sizes.records))
+        t = time.monotonic()
+        asyncio.run(kafka_ops.produce(self.bootstrap, records))
+        produce_s = time.monotonic() - t
+        self.say(f"produced {len(records)} observations in {produce_s:.1f} s")
+        worker = kafka_ops.Worker(self.worker_env(), self.out / "worker.log", worker_id="bench").start()
+        spawned = time.monotonic()
+        cpu0 = 0.0
+        try:
+            samples = asyncio.run(self._watch(worker, names.observations, len(records)))
+        except (TimeoutError, RuntimeError):
+            worker.stop()
+            raise
+        (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
+        cpu = kafka_ops.proc_cpu_s(worker.pid) or cpu0
+        rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
+        hwm = kafka_ops.proc_status(worker.pid, "VmHWM") or 0
+        rss = kafka_ops.proc_status(worker.pid, "VmRSS") or 0
+        self.results["pipeline"] = {
+            "records": len(records),
+            "devices": sizes.devices,
+            "partitions": self.partitions,
+            "mix": MIX,
+            "records_per_s": rate,
+            "measured_records": c_last - c_first,
+            "measured_s": t_last - t_first,
+            "startup_s": t_first - spawned,
+            "commit_samples": len(samples),
+            "worker_cpu_s_total": cpu,
+            "producer_records_per_s": len(records) / produce_s,
+        }
+        self.results["rss"] = {
+            "devices": sizes.devices + sizes.latency_devices,
+            "vm_hwm_mb": hwm / 2**20,
+            "vm_rss_mb": rss / 2**20,
+        }
+        self.say(
+            f"pipeline: {rate:,.0f} obs/s over {c_last - c_first} records "
+            f"(start-up {t_first - spawned:.1f} s); worker peak RSS {hwm / 2**20:.0f} MB"
+        )
+        return worker
+
+    async def _watch(self, worker: kafka_ops.Worker, topic: str, expected: int) -> list[tuple[float, int]]:
+        """(time, committed) at every change of the committed total, from the first advance to the end."""
+        ends = await kafka_ops.end_offsets(self.bootstrap, [topic], self.partitions)
+        target = sum(ends.values())
+        if target < expected:
+            raise RuntimeError(f"only {target} of {expected} records are on {topic}")
+        samples: list[tuple[float, int]] = []
+        last = -1
+        deadline = time.monotonic() + 900
+        async with kafka_ops.GroupWatch(self.bootstrap, self.group) as watch:
+            base: int | None = None
+            while True:
+                committed = sum((await watch.committed([topic])).values())
+                now = time.monotonic()
+                if base is None:
+                    base = committed
+                if committed != last and committed > base:
+                    samples.append((now, committed))
+                    last = committed
+                if committed >= target:
+                    return samples if len(samples) >= 2 else [(now - 1e-3, base), (now, committed)]
+                if not worker.alive():
+                    raise RuntimeError(f"the worker exited:\n{worker.log_tail()}")
+                if now > deadline:
+                    raise TimeoutError(f"the worker did not finish: {committed}/{target}")
+                await asyncio.sleep(0.1)
+
+    # -- latency ---------------------------------------------------------------------------------
+    async def latency(self, rate: float) -> dict[str, Any]:
+        sizes, names = self.sizes, self.names
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, request_timeout_ms=30_000, enable_auto_commit=False
+        )
+        bg = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
+        probe = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0, acks="all")
+        async with asyncio.timeout(60):
+            await consumer.start()
+            await bg.start()
+            await probe.start()
+        arrived: dict[str, float] = {}
+        sent_at: dict[str, float] = {}
+        stop = asyncio.Event()
+
+        async def read_dispatches() -> None:
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=50)
+                now = time.time()
+                for msgs in batch.values():
+                    for m in msgs:
+                        trig = orjson.loads(m.value).get("trigger_event_id")
+                        if isinstance(trig, str):
+                            arrived.setdefault(trig, now)
+
+        try:
+            tps = [TopicPartition(names.dispatch, p) for p in range(self.partitions)]
+            consumer.assign(tps)
+            async with asyncio.timeout(30):
+                await consumer.seek_to_end(*tps)
+                for tp in tps:
+                    await consumer.position(tp)
+            reader = asyncio.create_task(read_dispatches())
+            lat = self.lat_devices
+            background = measured_records(
+                names, self.devices, self.t0, self.measured_t0 + sizes.records, 10**9, start=sizes.records
+            )
+            ts = self.measured_t0 + sizes.records
+            start = time.monotonic()
+            n_bg = n_probe = 0
+            pending: list[asyncio.Future[Any]] = []
+            while True:
+                elapsed = time.monotonic() - start
+                if elapsed >= sizes.latency_s:
+                    break
+                while n_bg < rate * elapsed:
+                    rec = next(background)
+                    ts = rec.ts
+                    pending.append(await bg.send(rec.topic, rec.value, key=rec.key, timestamp_ms=rec.ts))
+                    n_bg += 1
+                while n_probe < sizes.probes_per_s * elapsed and n_probe < len(lat):
+                    dev = lat[n_probe]
+                    trig = battery_low(names, dev, self.lat_t0 + n_probe, 1, ts)
+                    event_id = orjson.loads(trig.value)["event_id"]
+                    sent_at[event_id] = time.time()
+                    pending.append(
+                        await probe.send(trig.topic, trig.value, key=trig.key, timestamp_ms=trig.ts)
+                    )
+                    n_probe += 1
+                if len(pending) > 5000:
+                    await asyncio.gather(*pending)
+                    pending.clear()
+                await asyncio.sleep(0.005)
+            async with asyncio.timeout(60):
+                await asyncio.gather(*pending)
+            achieved = n_bg / (time.monotonic() - start)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not all(e in arrived for e in sent_at):  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            stop.set()
+            await reader
+        finally:
+            await bg.stop()
+            await probe.stop()
+            await consumer.stop()
+        latencies = [(arrived[e] - t) * 1000 for e, t in sent_at.items() if e in arrived]
+        return {
+            "background_rate_target": rate,
+            "background_rate_achieved": achieved,
+            "probes": len(sent_at),
+            "matched": len(latencies),
+            "p50_ms": statistics.median(latencies) if latencies else None,
+            "p99_ms": pct(latencies, 0.99) if latencies else None,
+            "max_ms": max(latencies) if latencies else None,
+            "seconds": sizes.latency_s,
+        }
+
+    # -- baselines ------------------------------------------------------------------------------
+    def passthrough(self) -> None:
+        names = self.names
+        sink = names.prefix + "passthrough"
+        asyncio.run(kafka_ops.create_extra_topics(self.bootstrap, [sink], self.partitions))
+        ends = asyncio.run(kafka_ops.end_offsets(self.bootstrap, [names.observations], self.partitions))
+        expected = sum(ends.values())
+        if expected == 0:
+            records = list(
+                measured_records(names, self.devices, self.t0, self.measured_t0, self.sizes.records)
+            )
+            asyncio.run(kafka_ops.produce(self.bootstrap, records))
+            expected = len(records)
+        res = asyncio.run(
+            kafka_ops.passthrough(
+                self.bootstrap, names.observations, sink, names.prefix + "passthrough-group", expected, 600
+            )
+        )
+        self.results["passthrough"] = res
+        self.say(f"raw aiokafka passthrough: {res['records_per_s']:,.0f} records/s over {expected}")
+
+    def broker(self) -> None:
+        names = self.names
+        cp = _classpath(self.settings)
+        perf_topic = names.prefix + "perf"
+        asyncio.run(kafka_ops.create_extra_topics(self.bootstrap, [perf_topic], self.partitions))
+        prod = kafka_ops.producer_perf(cp, self.bootstrap, perf_topic, self.sizes.perf_records, 400)
+        self.say(f"Kafka ProducerPerformance: {prod['records_per_s']:,.0f} records/s (400 B)")
+        ends = asyncio.run(kafka_ops.end_offsets(self.bootstrap, [names.observations], self.partitions))
+        on_obs = sum(ends.values())
+        topic, count = (names.observations, on_obs) if on_obs > 0 else (perf_topic, self.sizes.perf_records)
+        cons = kafka_ops.consumer_perf(cp, self.bootstrap, topic, count, names.prefix + "perf-group")
+        self.say(f"Kafka ConsumerPerformance: {cons['records_per_s']:,.0f} records/s over {topic}")
+        self.results["broker"] = {
+            "producer_perf": prod,
+            "consumer_perf": {**cons, "topic": topic},
+        }
+
+
+def evaluate(results: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, float | None] = {
+        "ratio_pipeline_passthrough": results.get("ratio_pipeline_passthrough"),
+        "pipeline_obs_per_s": results.get("pipeline", {}).get("records_per_s"),
+        "latency_p99_ms": results.get("latency", {}).get("p99_ms"),
+        "worker_rss_mb_10k_devices": results.get("rss", {}).get("vm_hwm_mb"),
+        "core_median_us": results.get("core", {}).get("median_us"),
+    }
+    out: dict[str, Any] = {}
+    for name, (op, target) in TARGETS.items():
+        value = values[name]
+        met = None if value is None else (value >= target if op == ">=" else value <= target)
+        out[name] = {"target": f"{op} {target:g}", "value": value, "met": met}
+    rss_devices = results.get("rss", {}).get("devices", 0)
+    if rss_devices and rss_devices < 10_000:
+        out["worker_rss_mb_10k_devices"]["met"] = None
+        out["worker_rss_mb_10k_devices"]["note"] = f"measured at {rss_devices} devices only"
+    return out
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    sizes = QUICK if args.quick else FULL
+    if getattr(args, "devices", None):
+        sizes = replace(sizes, devices=int(args.devices))
+    if getattr(args, "records", None):
+        sizes = replace(sizes, records=int(args.records))
+    only = set(PARTS) if not args.only else {p.strip() for p in args.only.split(",") if p.strip()}
+    unknown = only - set(PARTS)
+    if unknown:
+        known = ", ".join(PARTS)
+        print(f"guardian bench: unknown part(s) {sorted(unknown)}; known: {known}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "mode": "quick" if args.quick else "full",
+        "sizes": sizes.__dict__,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    started = time.monotonic()
+    if "gate" in only:
+        results["gate"] = run_gate_bench(n=sizes.micro_n)
+        print(f"gate micro-benchmark: {results['gate']['median_us']:.1f} µs/record (median)", flush=True)
+    if "core" in only:
+        results["core"] = run_core_bench(n=sizes.micro_n)
+        print(f"core micro-benchmark: {results['core']['median_us']:.1f} µs/observation (median)", flush=True)
+    kafka_parts = only & {"pipeline", "latency", "passthrough", "broker"}
+    if kafka_parts:
+        with tempfile.TemporaryDirectory(prefix="guardian-bench-") as tmpdir:
+            tmp = Path(tmpdir)
+            with broker_for(settings, tmp) as (bootstrap, kind):
+                results["broker_kind"] = kind
+                prefix = f"{settings.topic_prefix}bench-{uuid.uuid4().hex[:8]}."
+                names = TopicNames(prefix)
+                from guardian.admin import create_topics, delete_topics
+
+                asyncio.run(create_topics(bootstrap, names, settings.partitions))
+                run = Run(
+                    settings, bootstrap, names, sizes, out, tmp, int(time.time() * 1000) - 3_600_000, results
+                )
+                run.say(f"broker {bootstrap} ({kind}), topics {prefix}*, {settings.partitions} partitions")
+                try:
+                    _kafka_parts(run, kafka_parts, args)
+                finally:
+                    with contextlib.suppress(Exception):
+                        extra = [prefix + s for s in ("passthrough", "perf")]
+                        asyncio.run(delete_topics(bootstrap, [*names.all(), *extra], timeout_s=30))
+    pipe = results.get("pipeline", {}).get("records_per_s")
+    raw = results.get("passthrough", {}).get("records_per_s")
+    if pipe and raw:
+        results["ratio_pipeline_passthrough"] = pipe / raw
+    results["targets"] = evaluate(results)
+    results["wall_s"] = time.monotonic() - started
+    (out / "bench.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    write_svg(out / "bench.svg", results)
+    print_summary(results)
+    print(f"wrote {out / 'bench.json'} and {out / 'bench.svg'} ({results['wall_s']:.0f} s)")
+    return 0
+
+
+def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
+    worker: kafka_ops.Worker | None = None
+    try:
+        if "pipeline" in parts or "latency" in parts:
+            worker = run.pipeline()
+        if "latency" in parts and worker is not None:
+            maximum = run.results["pipeline"]["records_per_s"]
+            rate = float(args.rate) if getattr(args, "rate", None) else maximum / 4
+            run.say(f"latency: steady load {rate:,.0f} obs/s, {run.sizes.probes_per_s:g} probes/s")
+            res = asyncio.run(run.latency(rate))
+            run.results["latency"] = res
+            run.say(
+                f"trigger->dispatch p50 {res['p50_ms']} ms, p99 {res['p99_ms']} ms "
+                f"({res['matched']}/{res['probes']} matched)"
+            )
+    finally:
+        if worker is not None:
+            code = worker.stop()
+            run.results.setdefault("pipeline", {})["worker_exit"] = code
+    if "passthrough" in parts:
+        run.passthrough()
+    if "broker" in parts:
+        run.broker()
+
+
+def print_summary(results: dict[str, Any]) -> None:
+    print("\n== guardian bench ==")
+    m = results["machine"]
+    print(f"machine: {m['nproc']} cores, {m['cpu']}, {m['ram_gib']} GiB")
+    for name, t in results["targets"].items():
+        value = t["value"]
+        shown = "-" if value is None else f"{value:,.2f}"
+        verdict = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+        print(f"  {name:30s} {shown:>14s}  target {t['target']:>10s}  {verdict}")
+    broker = results.get("broker")
+    if broker:
+        print(
+            f"  kafka producer perf {broker['producer_perf']['records_per_s']:,.0f} rec/s, "
+            f"consumer perf {broker['consumer_perf']['records_per_s']:,.0f} rec/s"
+        )
+    if "passthrough" in results:
+        print(f"  raw passthrough {results['passthrough']['records_per_s']:,.0f} rec/s")
