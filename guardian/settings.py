@@ -37,6 +37,8 @@ class Settings:
     #: the observation contracts and capability catalog (default: the ones shipped in ``topics``)
     contracts_file: Path | None = None
     capabilities_file: Path | None = None
+    #: how often a worker prunes dedup keys older than the dedup window
+    dedup_sweep_s: float = 60.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -53,6 +55,13 @@ class Settings:
         supervisor = env.get("GUARDIAN_SUPERVISOR", "rules")
         if supervisor not in ("rules", "gemini"):
             raise SettingsError(f"GUARDIAN_SUPERVISOR must be 'rules' or 'gemini', not {supervisor!r}")
+        sweep_raw = env.get("GUARDIAN_DEDUP_SWEEP_S", "60")
+        try:
+            dedup_sweep_s = float(sweep_raw)
+        except ValueError as exc:
+            raise SettingsError(
+                f"GUARDIAN_DEDUP_SWEEP_S must be a number of seconds, not {sweep_raw!r}"
+            ) from exc
         language = env.get("GUARDIAN_LANGUAGE", "ko")
         if language not in ("ko", "en"):
             raise SettingsError(f"GUARDIAN_LANGUAGE must be 'ko' or 'en', not {language!r}")
@@ -68,6 +77,7 @@ class Settings:
             contracts_file=Path(env["GUARDIAN_CONTRACTS_FILE"])
             if env.get("GUARDIAN_CONTRACTS_FILE")
             else None,
+            dedup_sweep_s=dedup_sweep_s,
             capabilities_file=(
                 Path(env["GUARDIAN_CAPABILITIES_FILE"]) if env.get("GUARDIAN_CAPABILITIES_FILE") else None
             ),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ MERGE_TICK_S = 0.05
 CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
 SWEEP_MAX_DELETES = 20_000
+SWEEP_MAX_SCAN = 100_000
 
 VerdictSink = Callable[[str, int, Trigger, int], None]
 
@@ -61,6 +62,8 @@ class PipelineShell:
     pending_confirm: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: partition -> latest Kafka timestamp processed (the partition's receive-time clock)
     stream_time: dict[int, int] = field(default_factory=dict)
+    #: partition -> the dedup key the next sweep goes on from (a sweep scans a bounded slice)
+    sweep_cursor: dict[int, bytes] = field(default_factory=dict)
     #: partition -> wall-clock seconds (monotonic) of the last record processed
     last_activity: dict[int, float] = field(default_factory=dict)
     #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
@@ -72,6 +75,7 @@ class PipelineShell:
     #: (suffix, partition) -> the next offset this worker will see (last seen + 1, or the fetch position)
     next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
     consumer: Any = None
+    sweep_every_s: float = SWEEP_EVERY_S
     tp_factory: Callable[[str, int], Any] | None = None
 
     def caught_up(self, suffix: str, partition: int) -> bool:
@@ -183,18 +187,11 @@ class PipelineShell:
             db = store._db_for_partition(partition)
         except (AttributeError, KeyError):
             return 0
-        expired: list[bytes] = []
-        for key, value in db.items():
-            if SEP.encode() not in key:
-                continue
-            try:
-                seen_at = int(bytes(value).split(b" ", 1)[0])
-            except (TypeError, ValueError):
-                continue
-            if now_ms - seen_at > window:
-                expired.append(bytes(key))
-                if len(expired) >= SWEEP_MAX_DELETES:
-                    break
+        cursor = self.sweep_cursor.pop(partition, None)
+        items = db.items(from_key=cursor) if cursor is not None else db.items()
+        expired, next_cursor = expired_dedup_keys(items, now_ms, window)
+        if next_cursor is not None:
+            self.sweep_cursor[partition] = next_cursor
         for key in expired:
             del self.tables.seen[key]
         return len(expired)
@@ -345,7 +342,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         for partition in sorted(shell.stream_time):
             shell.send_control(partition, f"sweep-{partition}", {"op": "sweep"})
 
-    app.timer(SWEEP_EVERY_S, name="guardian.sweep")(sweep_dedup_memory)
+    app.timer(shell.sweep_every_s, name="guardian.sweep")(sweep_dedup_memory)
 
     def on_rebalance(*_: Any, **__: Any) -> None:
         scanned[0] = False
@@ -366,6 +363,34 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.task(quiet_root_logger)
     return sorted(app.agents.keys())
+
+
+def expired_dedup_keys(
+    items: Iterable[tuple[Any, Any]],
+    now_ms: int,
+    window_ms: int,
+    *,
+    max_scan: int = SWEEP_MAX_SCAN,
+    max_delete: int = SWEEP_MAX_DELETES,
+) -> tuple[list[bytes], bytes | None]:
+    """The dedup keys (``device \x1f event`` -> ``"<received ms> <coords>"``) older than the window
+    among at most ``max_scan`` items, and the key to go on from next time (None: the scan reached
+    the end), so one sweep never stalls the stream for long."""
+    expired: list[bytes] = []
+    sep = SEP.encode()
+    for scanned, (raw_key, value) in enumerate(items):
+        key = bytes(raw_key)
+        if scanned >= max_scan or len(expired) >= max_delete:
+            return expired, key
+        if sep not in key:
+            continue  # faust's own bookkeeping shares the database
+        try:
+            seen_at = int(bytes(value).split(b" ", 1)[0])
+        except (TypeError, ValueError):
+            continue
+        if now_ms - seen_at > window_ms:
+            expired.append(key)
+    return expired, None
 
 
 def restore_log_level(root: logging.Logger) -> None:

@@ -39,6 +39,7 @@ def build_worker_app(settings: Settings, *, bootstrap: str, worker_id: str) -> t
         store=FaustStore(tables),
         out_topics=out_topics,
         control_topic=control,
+        sweep_every_s=settings.dedup_sweep_s,
     )
     if settings.supervisor == "gemini":
         from supervisor.lanes import attach_lanes

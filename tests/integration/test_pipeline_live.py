@@ -259,3 +259,37 @@ def test_a_quiet_device_pending_change_is_confirmed_by_the_timer_even_after_a_re
     assert assert_single_content(live.values["decisions"], "decision_id") == {
         d["decision_id"]: d for d in replayed.outs["decisions"]
     }
+
+
+def test_the_dedup_sweep_prunes_old_keys_in_a_live_worker(
+    kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Dedup keys older than the window leave the worker's RocksDB (and their changelog gets a
+    tombstone); recent ones stay."""
+    from rocksdict import AccessType, Rdict
+
+    from tests.streams import Script
+
+    names = TopicNames(topic_prefix)
+    now = int(time.time() * 1000)
+    s = Script(device_id="dev-sweep", prefix=topic_prefix, t=now - 900_000)
+    old = s.obs("vision.low_light_changed", {"low_light": False}, scoped=False)
+    s.t = now
+    recent = s.obs("vision.low_light_changed", {"low_light": False}, scoped=False)
+    s.start()
+    env = dict(guardian_env, GUARDIAN_DEDUP_SWEEP_S="1")
+    worker = WorkerProcess(env, tmp_path / "worker.log").start()
+    try:
+        asyncio.run(produce(kafka_bootstrap, s.records))
+        asyncio.run(collect(kafka_bootstrap, names, lambda o: bool(o.statuses()), timeout_s=60, settle_s=4.0))
+    finally:
+        worker.stop()
+    keys: set[bytes] = set()
+    for db_path in (Path(env["GUARDIAN_DATA_DIR"]) / "worker").rglob("seen-*.db"):
+        db = Rdict(str(db_path), access_type=AccessType.read_only())
+        try:
+            keys.update(bytes(k) for k in db.keys())  # noqa: SIM118 (an Rdict iterates differently)
+        finally:
+            db.close()
+    assert f"dev-sweep\x1f{recent}".encode() in keys
+    assert f"dev-sweep\x1f{old}".encode() not in keys
