@@ -86,9 +86,9 @@ class PipelineShell:
         try:
             highwater = self.consumer.highwater(tp)
         except (KeyError, AssertionError, AttributeError):
-            return True
+            return False  # unknown (e.g. reconnecting to a restarted broker): not safe to go past it
         if highwater is None:
-            return True
+            return False
         seen = self.next_offset.get((suffix, partition))
         return seen is not None and seen >= highwater
 
