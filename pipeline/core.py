@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 
 from pipeline import ids
-from supervisor import rules
 from supervisor.questions import Language, user_question
 from supervisor.verdict import Verdict
 from tables.state import (
@@ -42,7 +41,6 @@ MIN_DEDUP_WINDOW_MS = 600_000
 #: §4.3 step 6: an observation more than 5 s in the future is clock skew.
 MAX_CLOCK_SKEW_MS = 5_000
 
-CANCEL_CONTRACT = "user.cancel_requested"
 DEVICE_CONTEXT = "device-context"
 VOICE_PIPELINE_CONTRACT = "voice_llm.pipeline_state_changed"
 
@@ -991,8 +989,3 @@ class Pipeline:
 
 def _req(step_id: str, capability: str, operation: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"step_id": step_id, "capability": capability, "operation": operation, "args": args or {}}
-
-
-def rules_decider() -> Decider:
-    """The inline decider of the rules backend."""
-    return rules.decide

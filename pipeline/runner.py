@@ -7,7 +7,6 @@ touches besides its arguments, and it does no I/O of its own in replay.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -180,11 +179,7 @@ class Processor:
         else:
             assert isinstance(record, DeviceContext)
             res = self.pipeline.on_device_context(dev, exp, record, received_at_ms)
-        store.put_device(dev)
-        if res.experience is not None:
-            store.put_experience(res.experience)
-        store.commit(device_id, coords, res.outs)
-        return Processed(res.outs, res.queued, device_id)
+        return _store(store, dev, res, coords)
 
     def apply(
         self,
@@ -197,10 +192,9 @@ class Processor:
         coords: Coords | None = None,
     ) -> Processed:
         """Apply a verdict reached asynchronously (etag, dedup and budget are checked by the core)."""
-        if coords is not None:
-            prior = store.applied_outputs(device_id, coords)
-            if prior is not None:
-                return Processed(prior, [], device_id)
+        prior = store.applied_outputs(device_id, coords) if coords is not None else None
+        if prior is not None:
+            return Processed(prior, [], device_id)
         dev = store.get_device(device_id)
         if dev is None:
             return Processed([], [], device_id)
@@ -212,33 +206,33 @@ class Processor:
             decided_on_etag=decided_on_etag,
             at_ms=at_ms,
         )
-        store.put_device(dev)
-        if res.experience is not None:
-            store.put_experience(res.experience)
-        if coords is not None:
-            store.commit(device_id, coords, res.outs)
-        return Processed(res.outs, res.queued, device_id)
+        return _store(store, dev, res, coords)
 
     def confirm_quiet(
         self, store: StateStore, device_id: str, now_ms: int | None, coords: Coords | None = None
     ) -> Processed:
         """Confirm a quiet device's pending debounce changes (timer live, end of input in replay)."""
-        if coords is not None:
-            prior = store.applied_outputs(device_id, coords)
-            if prior is not None:
-                return Processed(prior, [], device_id)
+        prior = store.applied_outputs(device_id, coords) if coords is not None else None
+        if prior is not None:
+            return Processed(prior, [], device_id)
         dev = store.get_device(device_id)
         if dev is None or not dev.has_pending():
             return Processed([], [], device_id)
         res = self.pipeline.confirm_pending(
             dev, store.get_experience(device_id), now_ms, owner_of=store.owner_of, decide=self.decide
         )
-        store.put_device(dev)
-        if res.experience is not None:
-            store.put_experience(res.experience)
-        if coords is not None:
-            store.commit(device_id, coords, res.outs)
-        return Processed(res.outs, res.queued, device_id)
+        return _store(store, dev, res, coords)
+
+
+def _store(store: StateStore, dev: DeviceState, res: Result, coords: Coords | None) -> Processed:
+    """Write what one step changed: the device, its experience and (live) the applied offset with
+    the step's outputs, in the store's one atomic value."""
+    store.put_device(dev)
+    if res.experience is not None:
+        store.put_experience(res.experience)
+    if coords is not None:
+        store.commit(dev.device_id, coords, res.outs)
+    return Processed(res.outs, res.queued, dev.device_id)
 
 
 def _seen_at(store: StateStore, device_id: str, event_id: str, coords: Coords) -> int | None:
@@ -248,6 +242,3 @@ def _seen_at(store: StateStore, device_id: str, event_id: str, coords: Coords) -
     if seen is None or seen[1] == str(coords):
         return None
     return seen[0]
-
-
-OwnerLookup = Callable[[str], str | None]

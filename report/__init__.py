@@ -2,7 +2,8 @@
 built from the pipeline's output records — a fleet overview (final statuses, drop reasons, dead
 letters, decisions by kind and backend, dispatches) and one Goal → Observe → Decide → Act →
 Evidence → End swimlane per experience with its decisions, dispatches and closing evidence,
-filterable by device, experience or status; stdlib only. `render_report` renders records,
+filterable by device, experience or status; it needs only the standard library and the
+contract enums of ``topics.records``. `render_report` renders records,
 `render_report_from_dir` renders a replay or demo output directory into its `report.html`, and
 `python -m report DIR` does the same from the shell.
 """

@@ -23,43 +23,17 @@ from html import escape
 from pathlib import Path
 from typing import Any, Final
 
+from topics import records
+
 Record = Mapping[str, Any]
 
 STAGES: Final[tuple[str, ...]] = ("goal", "observe", "decide", "act", "evidence", "end", "drop")
-STATUSES: Final[tuple[str, ...]] = ("completed", "aborted", "returned", "superseded", "failed", "active")
-DROP_REASONS: Final[tuple[str, ...]] = (
-    "duplicate",
-    "stale",
-    "clock_skew",
-    "debounced",
-    "uncorrelated",
-    "not_subscribed",
-    "budget_exhausted",
-    "winding_down",
-    "out_of_order",
-    "stale_etag",
-    "plan_rejected",
-)
-DECISIONS: Final[tuple[str, ...]] = (
-    "continue",
-    "ask_user",
-    "replan",
-    "abort",
-    "return_to_station",
-    "complete",
-)
-BACKENDS: Final[tuple[str, ...]] = ("rules", "gemini", "fallback")
-DEAD_LETTER_REASONS: Final[tuple[str, ...]] = (
-    "not_json",
-    "schema_invalid",
-    "too_large",
-    "key_mismatch",
-    "privacy_violation",
-    "fact_invalid",
-    "unknown_contract",
-    "cross_device",
-    "plan_invalid",
-)
+STATUSES: Final[tuple[str, ...]] = (*records.END_STATUSES, "active")
+# the contract's own enums (topics.records), in the order the overview lists them
+DROP_REASONS: Final[tuple[str, ...]] = records.DROP_REASONS
+DECISIONS: Final[tuple[str, ...]] = records.DECISIONS
+BACKENDS: Final[tuple[str, ...]] = records.BACKENDS
+DEAD_LETTER_REASONS: Final[tuple[str, ...]] = records.DEADLETTER_REASONS
 
 # Page-wide budgets (water-filled over the lanes) and per-lane bounds.
 TABLE_ROW_BUDGET: Final = 30_000
