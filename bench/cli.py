@@ -15,6 +15,8 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
    ``--rate``); battery-low triggers on fresh experiences are timestamped when produced and matched
    to their ``return_to_station`` dispatch by ``trigger_event_id``;
 4. ``passthrough``: a raw aiokafka consume -> JSON decode -> produce loop over the same topic;
+   ``faust``: the faust floor, an agent on the worker's App class that only acks the same records
+   (:mod:`bench.faust_floor`): faust's own per-message cost, before any work;
 5. ``broker``: Kafka's ``ProducerPerformance`` and ``ConsumerPerformance`` on the same broker;
 6. ``core`` and ``gate``: the micro-benchmarks (one core, no Kafka).
 
@@ -57,7 +59,7 @@ from bench.workload import (
 from guardian.settings import Settings
 from topics.names import TopicNames
 
-PARTS = ("pipeline", "latency", "passthrough", "broker", "core", "gate")
+PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate")
 
 TARGETS = {
     "ratio_pipeline_passthrough": (">=", 0.5),
@@ -232,7 +234,7 @@ class Run:
         spawned = time.monotonic()
         cpu0 = 0.0
         try:
-            samples = asyncio.run(self._watch(worker, names.observations, len(records)))
+            samples = asyncio.run(self._watch(worker, names.observations, len(records), self.group))
         except (TimeoutError, RuntimeError):
             worker.stop()
             raise
@@ -265,7 +267,9 @@ class Run:
         )
         return worker
 
-    async def _watch(self, worker: kafka_ops.Worker, topic: str, expected: int) -> list[tuple[float, int]]:
+    async def _watch(
+        self, worker: kafka_ops.Worker, topic: str, expected: int, group: str
+    ) -> list[tuple[float, int]]:
         """(time, committed) at every change of the committed total, from the first advance to the end."""
         ends = await kafka_ops.end_offsets(self.bootstrap, [topic], self.partitions)
         target = sum(ends.values())
@@ -274,7 +278,7 @@ class Run:
         samples: list[tuple[float, int]] = []
         last = -1
         deadline = time.monotonic() + 900
-        async with kafka_ops.GroupWatch(self.bootstrap, self.group) as watch:
+        async with kafka_ops.GroupWatch(self.bootstrap, group) as watch:
             base: int | None = None
             while True:
                 committed = sum((await watch.committed([topic])).values())
@@ -401,6 +405,36 @@ class Run:
         self.results["passthrough"] = res
         self.say(f"raw aiokafka passthrough: {res['records_per_s']:,.0f} records/s over {expected}")
 
+    def faust_floor(self) -> None:
+        """A faust agent that only acks, over the same records (``bench.faust_floor``)."""
+        names = self.names
+        ends = asyncio.run(kafka_ops.end_offsets(self.bootstrap, [names.observations], self.partitions))
+        expected = sum(ends.values())
+        if expected == 0:
+            records = list(
+                measured_records(names, self.devices, self.t0, self.measured_t0, self.sizes.records)
+            )
+            asyncio.run(kafka_ops.produce(self.bootstrap, records))
+            expected = len(records)
+        group = names.prefix + "faust-floor"
+        argv = [
+            "bench.faust_floor",
+            self.bootstrap,
+            names.observations,
+            group,
+            str(self.partitions),
+            str(self.work / "faust-floor"),
+        ]
+        floor = kafka_ops.Worker(dict(os.environ), self.out / "faust-floor.log", module_argv=argv).start()
+        try:
+            samples = asyncio.run(self._watch(floor, names.observations, expected, group))
+        finally:
+            floor.stop()
+        (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
+        rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
+        self.results["faust_floor"] = {"records_per_s": rate, "measured_records": c_last - c_first}
+        self.say(f"faust floor (an agent that only acks): {rate:,.0f} records/s over {expected}")
+
     def broker(self) -> None:
         names = self.names
         cp = _classpath(self.settings)
@@ -466,7 +500,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if "core" in only:
         results["core"] = run_core_bench(n=sizes.micro_n)
         print(f"core micro-benchmark: {results['core']['median_us']:.1f} µs/observation (median)", flush=True)
-    kafka_parts = only & {"pipeline", "latency", "passthrough", "broker"}
+    kafka_parts = only & {"pipeline", "latency", "passthrough", "faust", "broker"}
     if kafka_parts:
         with tempfile.TemporaryDirectory(prefix="guardian-bench-") as tmpdir:
             tmp = Path(tmpdir)
@@ -491,6 +525,9 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     raw = results.get("passthrough", {}).get("records_per_s")
     if pipe and raw:
         results["ratio_pipeline_passthrough"] = pipe / raw
+    floor = results.get("faust_floor", {}).get("records_per_s")
+    if pipe and floor:
+        results["ratio_pipeline_faust_floor"] = pipe / floor
     results["targets"] = evaluate(results)
     results["wall_s"] = time.monotonic() - started
     (out / "bench.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
@@ -521,6 +558,8 @@ def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
             run.results.setdefault("pipeline", {})["worker_exit"] = code
     if "passthrough" in parts:
         run.passthrough()
+    if "faust" in parts:
+        run.faust_floor()
     if "broker" in parts:
         run.broker()
 
@@ -542,3 +581,5 @@ def print_summary(results: dict[str, Any]) -> None:
         )
     if "passthrough" in results:
         print(f"  raw passthrough {results['passthrough']['records_per_s']:,.0f} rec/s")
+    if "faust_floor" in results:
+        print(f"  faust floor (an agent that only acks) {results['faust_floor']['records_per_s']:,.0f} rec/s")

@@ -169,12 +169,15 @@ class Worker:
     log_path: Path
     worker_id: str = "w0"
     proc: subprocess.Popen[bytes] | None = None
+    #: what to run instead of ``guardian worker`` (arguments after ``python -m``)
+    module_argv: list[str] | None = None
 
     def start(self) -> Worker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = self.module_argv or ["guardian", "worker", "--worker-id", self.worker_id]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "guardian", "worker", "--worker-id", self.worker_id],
+                [sys.executable, "-m", *argv],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -397,6 +397,8 @@ class Pipeline:
     ) -> None:
         """Confirm the pending changes whose window has passed at ``now_ms``: on the receive-time
         clock, or (``by_observed``) by a later record's ``observed_at_ms``."""
+        if not dev.has_pending():
+            return
 
         def due(st: DebounceState) -> bool:
             assert st.pending is not None

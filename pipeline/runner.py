@@ -138,6 +138,11 @@ class Processor:
         coords = Coords(kind, partition, offset)
         prior = store.applied_outputs(device_id, coords)
         if prior is not None:
+            if isinstance(record, (Observation, TaskEvent)):
+                seen = store.get_seen(device_id, record.event_id)
+                if seen is not None and seen[1] == str(coords):
+                    # its dedup key, written by this very record: write it again like the state
+                    store.put_seen(device_id, record.event_id, seen[0], coords)
             if isinstance(record, ExperiencePlan) and any(
                 o.kind == "timeline" and o.value.get("stage") == "goal" for o in prior
             ):

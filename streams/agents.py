@@ -21,6 +21,7 @@ writes each verdict back as a ``verdict`` record on ``control``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -28,16 +29,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from aiokafka.errors import KafkaError
 
 from pipeline.runner import Processed, Processor
 from streams.merge import TimestampMerger
 from supervisor.verdict import Verdict
-from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables
+from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from tables.state import Trigger
 from topics.envelope import Coords, Out
 from topics.names import INPUT_SUFFIXES, TopicNames
 
+log = logging.getLogger(__name__)
+
 MERGE_MAX_HOLD_S = 10.0
+#: a batch is flushed when the stream has nothing more buffered, or after this many records
+FLUSH_RECORDS = 2_000
 PRODUCER_BUFFER_MESSAGES = 20_000
 MERGE_TICK_S = 0.05
 CONFIRM_EVERY_S = 0.2
@@ -56,7 +62,8 @@ class PipelineShell:
     names: TopicNames
     tables: GuardianTables
     store: FaustStore
-    out_topics: dict[str, Any]
+    #: output kind ("decisions", "dispatch", "timeline", "deadletter") -> topic name
+    out_topics: dict[str, str]
     control_topic: Any
     #: device -> (partition, due receive-time ms) of its earliest pending debounce change
     pending_confirm: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -77,6 +84,14 @@ class PipelineShell:
     consumer: Any = None
     sweep_every_s: float = SWEEP_EVERY_S
     tp_factory: Callable[[str, int], Any] | None = None
+    #: the running aiokafka producer (faust's own, so its flush before a commit covers our batches)
+    producer: Callable[[], Any] | None = None
+    #: called when a batch could not be delivered (the worker must stop: its input is not acked)
+    on_lost: Callable[[BaseException], Any] | None = None
+    #: processed events whose writes and outputs are not flushed yet
+    unacked: list[Any] = field(default_factory=list)
+    #: tasks acking flushed events once their batches are delivered
+    acking: set[asyncio.Task[None]] = field(default_factory=set)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -93,8 +108,40 @@ class PipelineShell:
         return seen is not None and seen >= highwater
 
     def emit(self, outs: list[Out]) -> None:
+        send = self.store.writes.send
         for out in outs:
-            self.out_topics[out.kind].send_soon(key=out.key.encode(), value=orjson.dumps(out.value))
+            send(self.out_topics[out.kind], out.key.encode(), orjson.dumps(out.value))
+
+    async def flush(self, stream: Any) -> None:
+        """Land the batch (tables and outputs), then ack its events once Kafka has it all."""
+        events, self.unacked = self.unacked, []
+        if self.producer is None:
+            raise RuntimeError("the shell has no producer yet")
+        futures = await self.store.writes.flush(self.producer())
+        if not futures:
+            for event in events:
+                await stream.ack(event)
+            return
+        task = asyncio.ensure_future(self._ack_when_delivered(stream, futures, events))
+        self.acking.add(task)
+        task.add_done_callback(self.acking.discard)
+
+    async def _ack_when_delivered(self, stream: Any, futures: list[Any], events: list[Any]) -> None:
+        try:
+            await asyncio.gather(*futures)
+        except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
+            log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
+            if self.on_lost is not None:
+                await self.on_lost(exc)
+            return
+        for event in events:
+            await stream.ack(event)
+
+    def drop_unflushed(self) -> None:
+        """Forget processed, unflushed records (a rebalance): nothing of them left the worker, and
+        being unacked they are read again by whoever owns their partition next."""
+        self.unacked.clear()
+        self.store.writes.discard()
 
     def track(self, done: Processed, partition: int) -> None:
         device_id = done.device_id
@@ -131,21 +178,32 @@ class PipelineShell:
             return
         if suffix is None:
             return
-        done = self.processor.process(
-            self.store,
-            suffix,
-            msg.key,
-            msg.value,
-            source_topic=msg.topic,
-            partition=partition,
-            offset=int(msg.offset),
-            received_at_ms=received_at_ms,
-        )
+        self.store.partition = partition
+        try:
+            done = self.processor.process(
+                self.store,
+                suffix,
+                msg.key,
+                msg.value,
+                source_topic=msg.topic,
+                partition=partition,
+                offset=int(msg.offset),
+                received_at_ms=received_at_ms,
+            )
+        finally:
+            self.store.partition = None
         self.processed += 1
         self.emit(done.outs)
         self.track(done, partition)
 
     def control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
+        self.store.partition = coords.partition
+        try:
+            self._control(raw, coords, received_at_ms)
+        finally:
+            self.store.partition = None
+
+    def _control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
         partition = coords.partition
         try:
             cmd = orjson.loads(raw)
@@ -193,7 +251,7 @@ class PipelineShell:
         if next_cursor is not None:
             self.sweep_cursor[partition] = next_cursor
         for key in expired:
-            del self.tables.seen[key]
+            self.store.forget_seen(key)
         return len(expired)
 
     def rescan(self) -> int:
@@ -204,8 +262,8 @@ class PipelineShell:
         store = self.tables.devices.data
         for partition, db in list(getattr(store, "_dbs", {}).items()):
             for key, raw in db.items():
-                if bytes(key).startswith(b"__faust"):
-                    continue  # faust's own bookkeeping (persisted offsets) shares the database
+                if not is_entry_key(bytes(key)):
+                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
                 try:
                     device_id = bytes(key).decode()
                     entry = DeviceEntry.from_json(bytes(raw))
@@ -263,23 +321,35 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     merge_suffixes = set(INPUT_SUFFIXES)
     streams: list[Any] = []
 
-    async def run_ready(stream: Any) -> None:
-        ready = shell.merger.pop_ready(shell.caught_up, time.monotonic())
-        if not ready:
-            return
-        for event in ready:
-            stream._set_current_event(event)
+    def run_ready(stream: Any) -> None:
+        for event in shell.merger.pop_ready(shell.caught_up, time.monotonic()):
+            run(stream, event)
+
+    def run(stream: Any, event: Any) -> None:
+        stream._set_current_event(event)
+        try:
             shell.handle(event.message)
-        stream._set_current_event(None)
-        for event in ready:
-            await stream.ack(event)
+        finally:
+            stream._set_current_event(None)
+        shell.unacked.append(event)
 
     async def pipeline(stream: Any) -> None:
         shell.consumer = app.consumer
         from faust.types import TP
 
         shell.tp_factory = TP
+        shell.producer = app.producer._ensure_producer
+        committed_offsets = app.consumer._committed_offset
+
+        def committed(stream_key: str) -> int | None:
+            suffix, _, partition = stream_key.rpartition(":")
+            offset = committed_offsets.get(TP(names.prefix + suffix, int(partition)))
+            return None if offset is None else int(offset)
+
+        shell.store.committed = committed
+        shell.on_lost = app.crash
         streams.append(stream)
+        buffered = stream.channel.queue
         async for event in stream.noack().events():
             msg = event.message
             suffix = names.suffix_of(msg.topic)
@@ -295,18 +365,20 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
                     event,
                     time.monotonic(),
                 )
-                await run_ready(stream)
+                run_ready(stream)
             else:
-                stream._set_current_event(event)
-                shell.handle(msg)
-                stream._set_current_event(None)
-                await stream.ack(event)
+                run(stream, event)
+            # natural batching: flush when the stream has caught up with what was fetched
+            if shell.unacked and (len(shell.unacked) >= FLUSH_RECORDS or buffered.empty()):
+                await shell.flush(stream)
 
     app.agent(inputs, name="guardian.pipeline")(pipeline)
 
     async def release_held() -> None:
         if streams and len(shell.merger):
-            await run_ready(streams[-1])
+            run_ready(streams[-1])
+            if shell.unacked:
+                await shell.flush(streams[-1])
 
     app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
 
@@ -349,6 +421,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         shell.store.clear_cache()
         # held records were never acked: their new owner (or this worker again) re-reads them
         shell.merger.drain()
+        shell.drop_unflushed()
         shell.next_offset.clear()
 
     app.on_partitions_revoked.connect(on_rebalance)

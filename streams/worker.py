@@ -15,6 +15,7 @@ from streams.agents import PipelineShell, register_agents
 from streams.app import create_app
 from supervisor import rules
 from tables.faust_tables import FaustStore, define_tables
+from tables.writes import PendingWrites
 from topics.names import TopicNames
 from topics.registry import RegistryError, load_registry
 
@@ -27,16 +28,13 @@ def build_worker_app(settings: Settings, *, bootstrap: str, worker_id: str) -> t
     tables = define_tables(app, settings.partitions)
     decide = rules.decide if settings.supervisor == "rules" else None
     processor = Processor(registry, Pipeline(registry, language=settings.language), decide)
-    out_topics = {
-        kind: app.topic(getattr(names, kind), key_serializer="raw", value_serializer="raw")
-        for kind in ("decisions", "dispatch", "timeline", "deadletter")
-    }
+    out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
     control = app.topic(names.control, key_serializer="raw", value_serializer="raw")
     shell = PipelineShell(
         processor=processor,
         names=names,
         tables=tables,
-        store=FaustStore(tables),
+        store=FaustStore(tables, PendingWrites(tables.batched())),
         out_topics=out_topics,
         control_topic=control,
         sweep_every_s=settings.dedup_sweep_s,

@@ -13,20 +13,24 @@ The app is passed in (``define_tables(app)``): this package never imports ``stre
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from tables.state import DeviceState, ExperienceState
+from tables.writes import PendingWrites
 from topics.envelope import Coords, Out
 
 SEP = "\x1f"
+#: prefix of the ``devices`` keys holding plans (device IDs never start with a control character)
+PLAN_PREFIX = b"\x1eplan\x1f"
 #: how many records with outputs a device's state remembers the outputs of (crash re-reads)
 OUTPUT_LOG = 8
-#: decoded states kept in memory (write-through); cleared on every rebalance
-CACHE_SIZE = 2_000
+#: decoded states kept in memory (write-through; about 18 KB each with the plan); cleared on
+#: every rebalance
+CACHE_SIZE = 4_096
 #: per partition database of every table
 ROCKSDB_OPTIONS = {
     "write_buffer_size": 4 * 1024**2,
@@ -43,6 +47,10 @@ class GuardianTables:
 
     def all(self) -> list[Any]:
         return [self.devices, self.seen, self.owners]
+
+    def batched(self) -> dict[str, Any]:
+        """The tables written in batches (``tables.writes``), by name."""
+        return {"devices": self.devices, "seen": self.seen}
 
 
 def define_tables(app: Any, partitions: int) -> GuardianTables:
@@ -83,35 +91,69 @@ class _LRU:
         self.data.clear()
 
 
+def plan_key(experience_id: str) -> bytes:
+    """The ``devices`` key of an experience's plan (written once, next to its device's entry)."""
+    return PLAN_PREFIX + experience_id.encode()
+
+
+def is_entry_key(key: bytes) -> bool:
+    """A device's entry (not a plan, not faust's own bookkeeping)."""
+    return not key.startswith(PLAN_PREFIX) and not key.startswith(b"__faust")
+
+
 @dataclass
 class DeviceEntry:
-    """One device's whole state: written as ONE table value, so it lands atomically."""
+    """One device's whole state: written as ONE table value, so it lands atomically.
+
+    The experience's plan (immutable, the largest part) is not in the value: it is written once
+    under :func:`plan_key` in the same partition and the same flush, and read back on load."""
 
     device: DeviceState | None = None
     experience: ExperienceState | None = None
     #: "suffix:partition" -> the last offset applied to this state
     applied: dict[str, int] = field(default_factory=dict)
-    #: outputs of the last records that had any: [coords, [[kind, key, value], ...]]
+    #: outputs of the last records that had any and may still be read again (not committed yet):
+    #: [coords, [[kind, key, value], ...]]
     log: list[list[Any]] = field(default_factory=list)
+    #: the experience whose plan is stored under its own key (None: not written yet)
+    plan_stored: str | None = None
 
     def to_json(self) -> bytes:
+        exp = None
+        if self.experience is not None:
+            exp = self.experience.to_obj()
+            exp["plan"] = None
         return orjson.dumps(
             {
                 "d": self.device.to_obj() if self.device else None,
-                "e": self.experience.to_obj() if self.experience else None,
+                "e": exp,
                 "applied": self.applied,
                 "log": self.log,
             }
         )
 
     @classmethod
-    def from_json(cls, raw: bytes) -> DeviceEntry:
+    def from_json(cls, raw: bytes, plan_of: Callable[[str], bytes | None] | None = None) -> DeviceEntry:
+        """Decode a stored entry; ``plan_of`` reads a plan stored under its own key (without it,
+        an experience whose plan is stored apart is left out)."""
         d = orjson.loads(raw)
+        e = d.get("e")
+        stored: str | None = None
+        if e and e.get("plan") is None:
+            stored = e["experience_id"]
+            raw_plan = plan_of(stored) if plan_of is not None else None
+            if raw_plan is None:
+                if plan_of is not None:
+                    raise KeyError(f"the plan of experience {stored} is missing from the devices table")
+                e = None
+            else:
+                e["plan"] = orjson.loads(raw_plan)
         return cls(
             device=DeviceState.from_obj(d["d"]) if d.get("d") else None,
-            experience=ExperienceState.from_obj(d["e"]) if d.get("e") else None,
+            experience=ExperienceState.from_obj(e) if e else None,
             applied=dict(d.get("applied") or {}),
             log=list(d.get("log") or []),
+            plan_stored=stored,
         )
 
 
@@ -125,19 +167,38 @@ class FaustStore:
     that it does not is processed from the state it was first processed from — either way the same
     outputs with the same contents. The cache only saves decoding; it is cleared when partitions
     move, since another worker may have changed a partition this one gets back.
+
+    Writes of ``devices`` and ``seen`` go to :class:`tables.writes.PendingWrites` (flushed by the
+    stream once per batch); ``partition`` is the partition of the record being processed (set by
+    the stream around each record; None outside one, where reads look in every partition).
     """
 
     tables: GuardianTables
+    writes: PendingWrites
     cache: _LRU = field(default_factory=lambda: _LRU(CACHE_SIZE))
+    partition: int | None = None
+    #: ``"suffix:partition"`` -> the input's committed offset (records before it are never read
+    #: again, so their logged outputs can go); None: keep the last ``OUTPUT_LOG``
+    committed: Callable[[str], int | None] | None = None
 
     def clear_cache(self) -> None:
         self.cache.clear()
 
+    def _read(self, table: str, key: bytes) -> bytes | None:
+        if self.partition is None:
+            return self.writes.find(table, key)
+        return self.writes.get(table, self.partition, key)
+
+    def _write(self, table: str, key: bytes, value: bytes) -> None:
+        if self.partition is None:
+            raise RuntimeError(f"a write to {table} outside a record of a known partition")
+        self.writes.put(table, self.partition, key, value)
+
     def _entry(self, device_id: str) -> DeviceEntry:
         entry: DeviceEntry | None = self.cache.get(device_id)
         if entry is None:
-            raw = self.tables.devices.get(device_id.encode())
-            entry = DeviceEntry.from_json(raw) if raw is not None else DeviceEntry()
+            raw = self._read("devices", device_id.encode())
+            entry = DeviceEntry.from_json(raw, self._plan) if raw is not None else DeviceEntry()
             self.cache.put(device_id, entry)
         return entry
 
@@ -158,44 +219,101 @@ class FaustStore:
         last = entry.applied.get(coords.stream)
         if last is None or coords.offset > last:
             return None
+        if self.partition is not None:
+            # a re-read after a crash: the local value (RocksDB is written before the changelog
+            # is sent) may never have reached the changelog; write it again, identical
+            self._write("devices", device_id.encode(), entry.to_json())
+            if entry.experience is not None:
+                exp = entry.experience
+                self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan))
         key = str(coords)
         for logged, outs in entry.log:
             if logged == key:
                 return [Out(kind, k, value) for kind, k, value in outs]
         return []
 
+    def _plan(self, experience_id: str) -> bytes | None:
+        return self._read("devices", plan_key(experience_id))
+
     def commit(self, device_id: str, coords: Coords, outs: list[Out]) -> None:
         entry = self._entry(device_id)
         entry.applied[coords.stream] = coords.offset
+        if entry.log and self.committed is not None:
+            entry.log = [item for item in entry.log if not self._committed(item[0])]
         if outs:
             entry.log.append([str(coords), [[o.kind, o.key, o.value] for o in outs]])
             if len(entry.log) > OUTPUT_LOG:
                 del entry.log[: len(entry.log) - OUTPUT_LOG]
-        self.tables.devices[device_id.encode()] = entry.to_json()
+        exp = entry.experience
+        if exp is not None and entry.plan_stored != exp.experience_id:
+            if entry.plan_stored is not None:
+                self.writes.put("devices", self._partition(), plan_key(entry.plan_stored), None)
+            self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan))
+            entry.plan_stored = exp.experience_id
+        self._write("devices", device_id.encode(), entry.to_json())
+
+    def _committed(self, coords: str) -> bool:
+        stream, _, offset = coords.rpartition(":")
+        assert self.committed is not None
+        done = self.committed(stream)
+        return done is not None and int(offset) < done
+
+    def _partition(self) -> int:
+        if self.partition is None:
+            raise RuntimeError("a write to the devices table outside a record of a known partition")
+        return self.partition
 
     def pending_experiences(self) -> Iterator[tuple[int, ExperienceState]]:
         """(partition, experience) of every local experience with triggers awaiting a decision."""
         for partition, db in sorted(getattr(self.tables.devices.data, "_dbs", {}).items()):
             for key, raw in db.items():
-                if bytes(key).startswith(b"__faust"):
+                if not is_entry_key(bytes(key)):
                     continue
-                exp = DeviceEntry.from_json(bytes(raw)).experience
+                exp = DeviceEntry.from_json(bytes(raw), _plan_in(db)).experience
                 if exp is not None and exp.pending:
                     yield int(partition), exp
 
     def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
-        raw = self.tables.seen.get(f"{device_id}{SEP}{event_id}".encode())
+        raw = self._read("seen", f"{device_id}{SEP}{event_id}".encode())
         if raw is None:
             return None
-        received, _, coords = bytes(raw).decode().partition(" ")
+        received, _, coords = raw.decode().partition(" ")
         return int(received), coords
 
     def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
-        self.tables.seen[f"{device_id}{SEP}{event_id}".encode()] = f"{received_at_ms} {coords}".encode()
+        self._write("seen", f"{device_id}{SEP}{event_id}".encode(), f"{received_at_ms} {coords}".encode())
+
+    def forget_seen(self, key: bytes) -> None:
+        """Drop one dedup key (the sweep) in the current partition."""
+        if self.partition is None:
+            raise RuntimeError("a dedup key dropped outside a record of a known partition")
+        self.writes.put("seen", self.partition, key, None)
 
     def owner_of(self, experience_id: str) -> str | None:
-        raw = self.tables.owners.get(experience_id.encode())
-        return None if raw is None else bytes(raw).decode()
+        # the global table holds every partition locally; an experience's owner is written in the
+        # partition of its device's records, so the current one is looked at first (faust's own
+        # lookup scans the partitions in turn once its small key index has forgotten the key)
+        key = experience_id.encode()
+        dbs: dict[int, Any] = getattr(self.tables.owners.data, "_dbs", {})
+        first = dbs.get(self.partition) if self.partition is not None else None
+        if first is not None:
+            raw = first.get(key)
+            if raw is not None:
+                return bytes(raw).decode()
+        for db in list(dbs.values()):
+            if db is not first and db.key_may_exist(key):
+                raw = db.get(key)
+                if raw is not None:
+                    return bytes(raw).decode()
+        return None
 
     def put_owner(self, experience_id: str, device_id: str) -> None:
         self.tables.owners[experience_id.encode()] = device_id.encode()
+
+
+def _plan_in(db: Any) -> Callable[[str], bytes | None]:
+    def plan_of(experience_id: str) -> bytes | None:
+        raw = db.get(plan_key(experience_id))
+        return None if raw is None else bytes(raw)
+
+    return plan_of

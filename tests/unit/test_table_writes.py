@@ -1,0 +1,381 @@
+"""Batched table writes (``tables.writes``) and the store over them (``tables.faust_tables``).
+
+Real RocksDB databases (rocksdict) stand in for faust's per-partition stores; a recording producer
+stands in for aiokafka's (the live path is covered on a real broker in tests/integration)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+from rocksdict import Options, Rdict
+
+from tables.faust_tables import DeviceEntry, FaustStore, GuardianTables, is_entry_key, plan_key
+from tables.state import DeviceState, ExperienceState
+from tables.writes import PendingWrites
+from topics.envelope import Coords, Out
+
+
+class FakeStore:
+    """What PendingWrites and FaustStore use of faust's RocksDB store: per-partition databases."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._dbs: dict[int, Rdict] = {}
+        self.persisted: dict[tuple[str, int], int] = {}
+
+    def _db_for_partition(self, partition: int) -> Rdict:
+        if partition not in self._dbs:
+            self._dbs[partition] = Rdict(str(self.root / f"p{partition}"), Options(raw_mode=True))
+        return self._dbs[partition]
+
+    def set_persisted_offset(self, tp: Any, offset: int) -> None:
+        self.persisted[(tp.topic, tp.partition)] = offset
+
+    def close(self) -> None:
+        for db in self._dbs.values():
+            db.close()
+
+
+@dataclass
+class FakeTopic:
+    name: str
+
+    def get_topic_name(self) -> str:
+        return self.name
+
+
+@dataclass
+class FakeTable:
+    data: FakeStore
+    changelog_topic: FakeTopic
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        # faust's own write path (the global owners index): the current event's partition
+        self.data._db_for_partition(0)[key] = value
+
+
+@dataclass
+class Meta:
+    offset: int
+
+
+class Builder:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.records: list[tuple[bytes, bytes | None]] = []
+
+    def append(self, *, timestamp: int | None, key: bytes, value: bytes | None) -> object | None:
+        if len(self.records) >= self.capacity:
+            return None
+        self.records.append((key, value))
+        return object()
+
+
+@dataclass
+class RecordingProducer:
+    """Records every batch; offsets per topic-partition count up from 0."""
+
+    capacity: int = 1000
+    partitions: int = 4
+    batches: list[tuple[str, int, list[tuple[bytes, bytes | None]]]] = field(default_factory=list)
+    next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
+    fail: bool = False
+
+    def create_batch(self) -> Builder:
+        return Builder(self.capacity)
+
+    async def send_batch(self, builder: Builder, topic: str, *, partition: int) -> asyncio.Future[Meta]:
+        fut: asyncio.Future[Meta] = asyncio.get_running_loop().create_future()
+        self.batches.append((topic, partition, list(builder.records)))
+        base = self.next_offset.get((topic, partition), 0)
+        self.next_offset[(topic, partition)] = base + len(builder.records)
+        if self.fail:
+            fut.set_exception(RuntimeError("broker gone"))
+        else:
+            fut.set_result(Meta(base))
+        return fut
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return set(range(self.partitions))
+
+
+@pytest.fixture
+def tables(tmp_path: Path) -> Any:
+    made = {
+        name: FakeTable(FakeStore(tmp_path / name), FakeTopic(f"app-{name}-changelog"))
+        for name in ("devices", "seen", "owners")
+    }
+    yield made
+    for table in made.values():
+        table.data.close()
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_reads_see_pending_writes_and_the_last_value_of_a_key_wins(tables: Any) -> None:
+    writes = PendingWrites({"devices": tables["devices"], "seen": tables["seen"]})
+    writes.put("seen", 2, b"k", b"first")
+    writes.put("seen", 2, b"k", b"second")
+    assert writes.get("seen", 2, b"k") == b"second"
+    assert writes.get("seen", 1, b"k") is None  # another partition
+    assert writes.find("seen", b"k") == b"second"
+    producer = RecordingProducer()
+    futures = run(writes.flush(producer))
+    assert len(futures) == 1
+    assert producer.batches == [("app-seen-changelog", 2, [(b"k", b"second")])]
+    assert writes.get("seen", 2, b"k") == b"second"  # now from RocksDB
+    assert bytes(tables["seen"].data._db_for_partition(2)[b"k"]) == b"second"
+    assert len(writes) == 0
+
+
+def test_a_delete_is_a_tombstone_in_the_changelog_and_gone_from_rocksdb(tables: Any) -> None:
+    writes = PendingWrites({"seen": tables["seen"]})
+    writes.put("seen", 0, b"old", b"1")
+    producer = RecordingProducer()
+    run(writes.flush(producer))
+    writes.put("seen", 0, b"old", None)
+    assert writes.get("seen", 0, b"old") is None
+    run(writes.flush(producer))
+    assert producer.batches[-1] == ("app-seen-changelog", 0, [(b"old", None)])
+    assert tables["seen"].data._db_for_partition(0).get(b"old") is None
+
+
+def test_a_delivered_changelog_batch_advances_the_persisted_offset(tables: Any) -> None:
+    writes = PendingWrites({"devices": tables["devices"]})
+    producer = RecordingProducer()
+
+    async def twice() -> None:
+        for round_ in range(2):
+            for i in range(3):
+                writes.put("devices", 1, f"d{round_}{i}".encode(), b"v")
+            await asyncio.gather(*await writes.flush(producer))
+
+    run(twice())
+    # offsets 0..2 then 3..5: the last offset of the last batch
+    assert tables["devices"].data.persisted == {("app-devices-changelog", 1): 5}
+
+
+def test_a_failed_batch_does_not_advance_the_persisted_offset(tables: Any) -> None:
+    writes = PendingWrites({"devices": tables["devices"]})
+    producer = RecordingProducer(fail=True)
+    writes.put("devices", 0, b"d", b"v")
+
+    async def flush() -> list[BaseException | Meta]:
+        return list(await asyncio.gather(*await writes.flush(producer), return_exceptions=True))
+
+    (outcome,) = run(flush())
+    assert isinstance(outcome, RuntimeError)
+    assert tables["devices"].data.persisted == {}
+
+
+def test_large_batches_are_split_to_the_producers_batch_size(tables: Any) -> None:
+    writes = PendingWrites({"seen": tables["seen"]})
+    for i in range(7):
+        writes.put("seen", 3, f"k{i}".encode(), b"v")
+    producer = RecordingProducer(capacity=3)
+    futures = run(writes.flush(producer))
+    assert [len(records) for _, _, records in producer.batches] == [3, 3, 1]
+    assert len(futures) == 3
+
+
+def test_outputs_are_partitioned_like_kafkas_default_partitioner(tables: Any) -> None:
+    writes = PendingWrites({"seen": tables["seen"]})
+    keys = [f"airbot-{i:04d}".encode() for i in range(40)]
+    for key in keys:
+        writes.send("g.timeline", key, b"{}")
+    producer = RecordingProducer(partitions=4)
+    run(writes.flush(producer))
+    partitioner = DefaultPartitioner()
+    expected: dict[int, list[bytes]] = {}
+    for key in keys:
+        expected.setdefault(partitioner(key, [0, 1, 2, 3], [0, 1, 2, 3]), []).append(key)
+    got = {partition: [k for k, _ in records] for topic, partition, records in producer.batches}
+    assert got == expected
+    assert len(got) > 1
+
+
+def test_discard_forgets_what_was_not_flushed(tables: Any) -> None:
+    writes = PendingWrites({"seen": tables["seen"]})
+    writes.put("seen", 0, b"k", b"v")
+    writes.send("g.timeline", b"k", b"{}")
+    writes.discard()
+    assert len(writes) == 0
+    assert writes.get("seen", 0, b"k") is None
+
+
+# -- the store ------------------------------------------------------------------------------------
+
+
+def plan_dict(experience_id: str) -> dict[str, Any]:
+    return {"experience_id": experience_id, "steps": [{"step_id": "patrol"}], "goal_summary": "x" * 500}
+
+
+def store_over(tables: Any) -> FaustStore:
+    guardian = GuardianTables(devices=tables["devices"], seen=tables["seen"], owners=tables["owners"])
+    return FaustStore(guardian, PendingWrites(guardian.batched()))
+
+
+def experience(device_id: str, experience_id: str) -> ExperienceState:
+    return ExperienceState(
+        experience_id=experience_id,
+        device_id=device_id,
+        workflow_id="wf",
+        plan=plan_dict(experience_id),
+    )
+
+
+def test_the_plan_is_written_once_apart_from_the_entry_and_read_back(tables: Any) -> None:
+    store = store_over(tables)
+    store.partition = 1
+    store.put_device(DeviceState(device_id="dev-1"))
+    store.put_experience(experience("dev-1", "exp-a"))
+    store.commit("dev-1", Coords("plans", 1, 0), [])
+    store.commit("dev-1", Coords("observations", 1, 0), [])
+    run(store.writes.flush(RecordingProducer()))
+    db = tables["devices"].data._db_for_partition(1)
+    entry_raw = bytes(db[b"dev-1"])
+    assert b"x" * 500 not in entry_raw  # the plan is not in every write of the entry
+    assert orjson.loads(bytes(db[plan_key("exp-a")]))["goal_summary"] == "x" * 500
+    store.clear_cache()
+    assert store.get_experience("dev-1") == experience("dev-1", "exp-a")
+    assert not is_entry_key(plan_key("exp-a")) and is_entry_key(b"dev-1")
+    assert [exp.experience_id for _, exp in store.pending_experiences()] == []
+
+
+def test_a_new_experience_replaces_the_old_plan(tables: Any) -> None:
+    store = store_over(tables)
+    store.partition = 0
+    store.put_device(DeviceState(device_id="dev-1"))
+    store.put_experience(experience("dev-1", "exp-a"))
+    store.commit("dev-1", Coords("plans", 0, 0), [])
+    store.put_experience(experience("dev-1", "exp-b"))
+    store.commit("dev-1", Coords("plans", 0, 1), [])
+    run(store.writes.flush(RecordingProducer()))
+    db = tables["devices"].data._db_for_partition(0)
+    assert db.get(plan_key("exp-a")) is None
+    assert db.get(plan_key("exp-b")) is not None
+
+
+def test_an_entry_with_the_plan_inline_still_loads(tables: Any) -> None:
+    # values written before plans moved to their own key
+    exp = experience("dev-1", "exp-a")
+    old = orjson.dumps({"d": None, "e": exp.to_obj(), "applied": {}, "log": []})
+    loaded = DeviceEntry.from_json(old)
+    assert loaded.experience == exp
+    assert loaded.plan_stored is None  # so the next commit writes the plan under its key
+
+
+def test_logged_outputs_of_committed_records_are_dropped(tables: Any) -> None:
+    store = store_over(tables)
+    committed: dict[str, int] = {}
+    store.committed = committed.get
+    store.partition = 0
+    store.put_device(DeviceState(device_id="dev-1"))
+    out = Out("timeline", "dev-1", {"seq": 1})
+    store.commit("dev-1", Coords("observations", 0, 10), [out])
+    store.commit("dev-1", Coords("observations", 0, 11), [out])
+    # nothing committed yet: a re-read of either record gets its outputs back
+    assert store.applied_outputs("dev-1", Coords("observations", 0, 10)) == [out]
+    committed["observations:0"] = 11  # offset 10 is committed: it is never read again
+    store.commit("dev-1", Coords("observations", 0, 12), [])
+    entry = store._entry("dev-1")
+    assert [coords for coords, _ in entry.log] == ["observations:0:11"]
+    assert store.applied_outputs("dev-1", Coords("observations", 0, 11)) == [out]
+
+
+def test_a_write_outside_a_record_is_refused(tables: Any) -> None:
+    store = store_over(tables)
+    with pytest.raises(RuntimeError, match="outside a record"):
+        store.put_seen("dev-1", "e1", 5, Coords("observations", 0, 1))
+
+
+def test_reads_outside_a_record_look_in_every_partition(tables: Any) -> None:
+    store = store_over(tables)
+    store.partition = 3
+    store.put_device(DeviceState(device_id="dev-3"))
+    store.put_experience(experience("dev-3", "exp-c"))
+    store.commit("dev-3", Coords("plans", 3, 0), [])
+    run(store.writes.flush(RecordingProducer()))
+    store.partition = None
+    store.clear_cache()
+    exp = store.get_experience("dev-3")
+    assert exp is not None and exp.plan == plan_dict("exp-c")
+
+
+def test_a_re_read_record_writes_its_state_again(tables: Any) -> None:
+    """After a crash the local RocksDB may hold a value whose changelog message never left: a
+    re-read of a record the value already reflects sends the value (and plan) again, identical."""
+    store = store_over(tables)
+    store.partition = 2
+    store.put_device(DeviceState(device_id="dev-2"))
+    store.put_experience(experience("dev-2", "exp-r"))
+    store.commit("dev-2", Coords("observations", 2, 40), [])
+    run(store.writes.flush(RecordingProducer()))
+    producer = RecordingProducer()
+    assert store.applied_outputs("dev-2", Coords("observations", 2, 40)) == []
+    run(store.writes.flush(producer))
+    sent = {key for _, _, records in producer.batches for key, _ in records}
+    assert sent == {b"dev-2", plan_key("exp-r")}
+    # a record the state does not reflect yet writes nothing by itself
+    assert store.applied_outputs("dev-2", Coords("observations", 2, 41)) is None
+    assert len(store.writes) == 0
+
+
+def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_else(tables: Any) -> None:
+    from pipeline.core import Pipeline
+    from pipeline.runner import Processor
+    from supervisor import rules
+    from tests.scenario_scripts import build
+    from topics.registry import load_registry
+
+    registry = load_registry()
+    processor = Processor(registry, Pipeline(registry, language="en"), rules.decide)
+    store = store_over(tables)
+    script = build("HG-01", device_id="dev-rr", prefix="g.")
+    outputs: list[list[Out]] = []
+    for offset, record in enumerate(script.records[:6]):
+        store.partition = 0
+        done = processor.process(
+            store,
+            record.suffix,
+            record.key,
+            record.value,
+            source_topic=record.topic,
+            partition=0,
+            offset=offset,
+            received_at_ms=record.ts,
+        )
+        outputs.append(done.outs)
+    run(store.writes.flush(RecordingProducer()))
+    observed = [
+        (offset, r)
+        for offset, r in enumerate(script.records[:6])
+        if r.suffix in ("observations", "task-events")
+    ]
+    assert observed
+    offset, record = observed[-1]
+    event_id = orjson.loads(record.value or b"{}")["event_id"]
+    before = store.get_seen("dev-rr", event_id)
+    assert before is not None
+    again = processor.process(
+        store,
+        record.suffix,
+        record.key,
+        record.value,
+        source_topic=record.topic,
+        partition=0,
+        offset=offset,
+        received_at_ms=record.ts,
+    )
+    assert again.outs == outputs[offset]  # the very outputs of the first time
+    pending = {key for (table, _), kv in store.writes._puts.items() if table == "seen" for key in kv}
+    assert pending == {f"dev-rr\x1f{event_id}".encode()}
+    assert store.get_seen("dev-rr", event_id) == before
