@@ -499,7 +499,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         print(f"gate micro-benchmark: {results['gate']['median_us']:.1f} µs/record (median)", flush=True)
     if "core" in only:
         results["core"] = run_core_bench(n=sizes.micro_n)
-        print(f"core micro-benchmark: {results['core']['median_us']:.1f} µs/observation (median)", flush=True)
+        core = results["core"]
+        print(
+            f"core micro-benchmark: {core['median_us']:.1f} µs/observation alone, "
+            f"{core['with_gate_median_us']:.1f} µs with the gate (medians)",
+            flush=True,
+        )
     kafka_parts = only & {"pipeline", "latency", "passthrough", "faust", "broker"}
     if kafka_parts:
         with tempfile.TemporaryDirectory(prefix="guardian-bench-") as tmpdir:

@@ -22,6 +22,7 @@ writes each verdict back as a ``verdict`` record on ``control``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -48,6 +49,9 @@ PRODUCER_BUFFER_MESSAGES = 20_000
 MERGE_TICK_S = 0.05
 CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
+#: the cyclic garbage collector's view of the long-lived state (see ``collect_young_only``)
+GC_FREEZE_EVERY_S = 5.0
+GC_FULL_EVERY_S = 600.0
 SWEEP_MAX_DELETES = 20_000
 SWEEP_MAX_SCAN = 100_000
 
@@ -435,6 +439,23 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
 
     app.task(quiet_root_logger)
+
+    last_full = [time.monotonic()]
+
+    async def collect_young_only() -> None:
+        # The state cache keeps ~10^6 long-lived objects whose replacements keep arriving, so
+        # Python's full collections came every few seconds and each stopped the stream for
+        # 75-100 ms (measured) while finding almost nothing (the states are freed by reference
+        # counting). Freezing moves what exists now out of the collector's sight: collections scan
+        # only what is newer. Every GC_FULL_EVERY_S everything is collected once (one such pause).
+        now = time.monotonic()
+        if now - last_full[0] >= GC_FULL_EVERY_S:
+            last_full[0] = now
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()
+
+    app.timer(GC_FREEZE_EVERY_S, name="guardian.gc")(collect_young_only)
     return sorted(app.agents.keys())
 
 

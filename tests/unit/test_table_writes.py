@@ -70,7 +70,13 @@ class Builder:
         self.capacity = capacity
         self.records: list[tuple[bytes, bytes | None]] = []
 
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
     def append(self, *, timestamp: int | None, key: bytes, value: bytes | None) -> object | None:
+        assert not self.closed
         if len(self.records) >= self.capacity:
             return None
         self.records.append((key, value))
@@ -92,6 +98,7 @@ class RecordingProducer:
 
     async def send_batch(self, builder: Builder, topic: str, *, partition: int) -> asyncio.Future[Meta]:
         fut: asyncio.Future[Meta] = asyncio.get_running_loop().create_future()
+        assert builder.closed, "a batch is handed over complete"
         self.batches.append((topic, partition, list(builder.records)))
         base = self.next_offset.get((topic, partition), 0)
         self.next_offset[(topic, partition)] = base + len(builder.records)
