@@ -587,4 +587,7 @@ def print_summary(results: dict[str, Any]) -> None:
     if "passthrough" in results:
         print(f"  raw passthrough {results['passthrough']['records_per_s']:,.0f} rec/s")
     if "faust_floor" in results:
-        print(f"  faust floor (an agent that only acks) {results['faust_floor']['records_per_s']:,.0f} rec/s")
+        floor = results["faust_floor"]["records_per_s"]
+        share = results.get("ratio_pipeline_faust_floor")
+        of_floor = f" (pipeline = {share:.2f} of it)" if share else ""
+        print(f"  faust floor (an agent that only acks) {floor:,.0f} rec/s{of_floor}")

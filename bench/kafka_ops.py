@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import GroupCoordinatorNotAvailableError
 from aiokafka.structs import TopicPartition
 
 from bench.workload import Rec
@@ -91,8 +92,11 @@ class GroupWatch:
     async def committed(self, topics: Sequence[str]) -> dict[tuple[str, int], int]:
         assert self.client is not None
         wanted = set(topics)
-        async with asyncio.timeout(15):
-            offsets = await self.client.list_consumer_group_offsets(self.group)
+        try:
+            async with asyncio.timeout(15):
+                offsets = await self.client.list_consumer_group_offsets(self.group)
+        except GroupCoordinatorNotAvailableError:
+            return {}  # a fresh broker is still making its offsets topic: nothing committed yet
         return {
             (tp.topic, tp.partition): int(om.offset)
             for tp, om in offsets.items()

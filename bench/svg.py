@@ -19,6 +19,8 @@ def _bars(results: dict[str, Any]) -> list[tuple[str, float]]:
         bars.append(("Kafka ConsumerPerformance", float(broker["consumer_perf"]["records_per_s"])))
     if "passthrough" in results:
         bars.append(("raw aiokafka passthrough", float(results["passthrough"]["records_per_s"])))
+    if "faust_floor" in results:
+        bars.append(("faust floor (agent that only acks)", float(results["faust_floor"]["records_per_s"])))
     if "pipeline" in results and "records_per_s" in results["pipeline"]:
         bars.append(("Guardian pipeline (1 worker)", float(results["pipeline"]["records_per_s"])))
     return bars

@@ -1,12 +1,15 @@
 """The faust agents: they move records between Kafka, the tables and the functional core.
 
 One agent reads the four input topics and the internal ``control`` topic (all co-partitioned by
-``device_id``), in batches. For each record it makes the record the current event (so table
-writes go to the record's partition), hands it to :class:`pipeline.runner.Processor` and queues
-the outputs on the producer. The outputs and the tables' changelog writes are flushed before the
-input offsets are committed (faust flushes its producer before every commit), so a crash replays
-records whose outputs may already be out: their IDs derive from their causes, so a replay
-reproduces the same records.
+``device_id``). For each record it makes the record the current event, hands it to
+:class:`pipeline.runner.Processor` over :class:`tables.faust_tables.FaustStore`, whose writes and
+the outputs collect in :class:`tables.writes.PendingWrites`. When the stream has nothing more
+buffered (or after ``FLUSH_RECORDS`` records) the batch is flushed: RocksDB first, then one Kafka
+batch per changelog and output topic-partition on faust's own producer; the batch's input records
+are acked once all of it is delivered, so an offset is never committed ahead of what it caused.
+A crash replays records whose outputs may already be out: their IDs derive from their causes, and
+the device's state remembers the outputs of its uncommitted records, so a replay reproduces the
+same records.
 
 Two timers turn wall-clock time into records on ``control`` (so their effects happen in stream
 context, durably and in order with the device's records):
@@ -433,9 +436,9 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     async def quiet_root_logger() -> None:
         restore_log_level(logging.getLogger())
-        # faust's producer buffer stops the stream whenever 100 messages wait (each table write is
-        # one), then drains them one by one: a deep buffer keeps the stream flowing while aiokafka
-        # batches; faust still flushes it whole before every offset commit
+        # faust's producer buffer (what still goes through faust: owner-index writes, control
+        # records) stops the stream whenever 100 messages wait, then drains them one by one: a
+        # deep buffer keeps the stream flowing; faust still flushes it before every offset commit
         app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
 
     app.task(quiet_root_logger)
