@@ -124,7 +124,11 @@ class PipelineShell:
         events, self.unacked = self.unacked, []
         if self.producer is None:
             raise RuntimeError("the shell has no producer yet")
-        futures = await self.store.writes.flush(self.producer())
+        try:
+            futures = await self.store.writes.flush(self.producer())
+        except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
+            await self._lost(exc)
+            raise
         if not futures:
             for event in events:
                 await stream.ack(event)
@@ -137,12 +141,15 @@ class PipelineShell:
         try:
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
-            log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
-            if self.on_lost is not None:
-                await self.on_lost(exc)
+            await self._lost(exc)
             return
         for event in events:
             await stream.ack(event)
+
+    async def _lost(self, exc: BaseException) -> None:
+        log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
+        if self.on_lost is not None:
+            await self.on_lost(exc)
 
     def drop_unflushed(self) -> None:
         """Forget processed, unflushed records (a rebalance): nothing of them left the worker, and
