@@ -385,10 +385,9 @@ class Run:
         }
 
     # -- baselines ------------------------------------------------------------------------------
-    def passthrough(self) -> None:
+    def observations_on_topic(self) -> int:
+        """The records on the observations topic (the measured workload, produced if not there yet)."""
         names = self.names
-        sink = names.prefix + "passthrough"
-        asyncio.run(kafka_ops.create_extra_topics(self.bootstrap, [sink], self.partitions))
         ends = asyncio.run(kafka_ops.end_offsets(self.bootstrap, [names.observations], self.partitions))
         expected = sum(ends.values())
         if expected == 0:
@@ -397,6 +396,13 @@ class Run:
             )
             asyncio.run(kafka_ops.produce(self.bootstrap, records))
             expected = len(records)
+        return expected
+
+    def passthrough(self) -> None:
+        names = self.names
+        sink = names.prefix + "passthrough"
+        asyncio.run(kafka_ops.create_extra_topics(self.bootstrap, [sink], self.partitions))
+        expected = self.observations_on_topic()
         res = asyncio.run(
             kafka_ops.passthrough(
                 self.bootstrap, names.observations, sink, names.prefix + "passthrough-group", expected, 600
@@ -408,14 +414,7 @@ class Run:
     def faust_floor(self) -> None:
         """A faust agent that only acks, over the same records (``bench.faust_floor``)."""
         names = self.names
-        ends = asyncio.run(kafka_ops.end_offsets(self.bootstrap, [names.observations], self.partitions))
-        expected = sum(ends.values())
-        if expected == 0:
-            records = list(
-                measured_records(names, self.devices, self.t0, self.measured_t0, self.sizes.records)
-            )
-            asyncio.run(kafka_ops.produce(self.bootstrap, records))
-            expected = len(records)
+        expected = self.observations_on_topic()
         group = names.prefix + "faust-floor"
         argv = [
             "bench.faust_floor",

@@ -347,8 +347,8 @@ def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_el
     processor = Processor(registry, Pipeline(registry, language="en"), rules.decide)
     store = store_over(tables)
     script = build("HG-01", device_id="dev-rr", prefix="g.")
-    outputs: list[list[Out]] = []
-    for offset, record in enumerate(script.records[:6]):
+
+    def process(offset: int, record: Any) -> list[Out]:
         store.partition = 0
         done = processor.process(
             store,
@@ -360,7 +360,9 @@ def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_el
             offset=offset,
             received_at_ms=record.ts,
         )
-        outputs.append(done.outs)
+        return done.outs
+
+    outputs = [process(offset, record) for offset, record in enumerate(script.records[:6])]
     run(store.writes.flush(RecordingProducer()))
     observed = [
         (offset, r)
@@ -372,17 +374,7 @@ def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_el
     event_id = orjson.loads(record.value or b"{}")["event_id"]
     before = store.get_seen("dev-rr", event_id)
     assert before is not None
-    again = processor.process(
-        store,
-        record.suffix,
-        record.key,
-        record.value,
-        source_topic=record.topic,
-        partition=0,
-        offset=offset,
-        received_at_ms=record.ts,
-    )
-    assert again.outs == outputs[offset]  # the very outputs of the first time
+    assert process(offset, record) == outputs[offset]  # the very outputs of the first time
     pending = {key for (table, _), kv in store.writes._puts.items() if table == "seen" for key in kv}
     assert pending == {f"dev-rr\x1f{event_id}".encode()}
     assert store.get_seen("dev-rr", event_id) == before
