@@ -15,8 +15,9 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
    ``--rate``); battery-low triggers on fresh experiences are timestamped when produced and matched
    to their ``return_to_station`` dispatch by ``trigger_event_id``;
 4. ``passthrough``: a raw aiokafka consume -> JSON decode -> produce loop over the same topic;
-   ``faust``: the faust floor, an agent on the worker's App class that only acks the same records
-   (:mod:`bench.faust_floor`): faust's own per-message cost, before any work;
+   ``faust``: the floors (:mod:`bench.faust_floor`), on the worker's App class over the same
+   records: a faust agent that only acks (faust's per-message stream path), and faust's conductor
+   handing them to an inbox drained in batches (the worker's path), before any work;
 5. ``broker``: Kafka's ``ProducerPerformance`` and ``ConsumerPerformance`` on the same broker;
 6. ``core`` and ``gate``: the micro-benchmarks (one core, no Kafka).
 
@@ -412,27 +413,34 @@ class Run:
         self.say(f"raw aiokafka passthrough: {res['records_per_s']:,.0f} records/s over {expected}")
 
     def faust_floor(self) -> None:
-        """A faust agent that only acks, over the same records (``bench.faust_floor``)."""
+        """The floors over the same records (``bench.faust_floor``): a faust agent that only acks,
+        and faust's conductor handing them to an inbox drained in batches (the worker's path)."""
         names = self.names
         expected = self.observations_on_topic()
-        group = names.prefix + "faust-floor"
-        argv = [
-            "bench.faust_floor",
-            self.bootstrap,
-            names.observations,
-            group,
-            str(self.partitions),
-            str(self.work / "faust-floor"),
-        ]
-        floor = kafka_ops.Worker(dict(os.environ), self.out / "faust-floor.log", module_argv=argv).start()
-        try:
-            samples = asyncio.run(self._watch(floor, names.observations, expected, group))
-        finally:
-            floor.stop()
-        (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
-        rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
-        self.results["faust_floor"] = {"records_per_s": rate, "measured_records": c_last - c_first}
-        self.say(f"faust floor (an agent that only acks): {rate:,.0f} records/s over {expected}")
+        for mode, key, label in (
+            ("agent", "faust_floor", "faust floor (an agent that only acks)"),
+            ("inbox", "inbox_floor", "inbox floor (conductor -> batches, only acks)"),
+        ):
+            group = f"{names.prefix}{mode}-floor"
+            argv = [
+                "bench.faust_floor",
+                mode,
+                self.bootstrap,
+                names.observations,
+                group,
+                str(self.partitions),
+                str(self.work / f"{mode}-floor"),
+            ]
+            log = self.out / f"{mode}-floor.log"
+            floor = kafka_ops.Worker(dict(os.environ), log, module_argv=argv).start()
+            try:
+                samples = asyncio.run(self._watch(floor, names.observations, expected, group))
+            finally:
+                floor.stop()
+            (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
+            rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
+            self.results[key] = {"records_per_s": rate, "measured_records": c_last - c_first}
+            self.say(f"{label}: {rate:,.0f} records/s over {expected}")
 
     def broker(self) -> None:
         names = self.names
@@ -529,9 +537,10 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     raw = results.get("passthrough", {}).get("records_per_s")
     if pipe and raw:
         results["ratio_pipeline_passthrough"] = pipe / raw
-    floor = results.get("faust_floor", {}).get("records_per_s")
-    if pipe and floor:
-        results["ratio_pipeline_faust_floor"] = pipe / floor
+    for floor in ("faust_floor", "inbox_floor"):
+        rate = results.get(floor, {}).get("records_per_s")
+        if pipe and rate:
+            results[f"ratio_pipeline_{floor}"] = pipe / rate
     results["targets"] = evaluate(results)
     results["wall_s"] = time.monotonic() - started
     (out / "bench.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
@@ -585,8 +594,9 @@ def print_summary(results: dict[str, Any]) -> None:
         )
     if "passthrough" in results:
         print(f"  raw passthrough {results['passthrough']['records_per_s']:,.0f} rec/s")
-    if "faust_floor" in results:
-        floor = results["faust_floor"]["records_per_s"]
-        share = results.get("ratio_pipeline_faust_floor")
-        of_floor = f" (pipeline = {share:.2f} of it)" if share else ""
-        print(f"  faust floor (an agent that only acks) {floor:,.0f} rec/s{of_floor}")
+    for floor, label in (("faust_floor", "faust agent floor"), ("inbox_floor", "inbox floor")):
+        if floor in results:
+            rate = results[floor]["records_per_s"]
+            share = results.get(f"ratio_pipeline_{floor}")
+            of_floor = f" (pipeline = {share:.2f} of it)" if share else ""
+            print(f"  {label} (only acks) {rate:,.0f} rec/s{of_floor}")

@@ -21,6 +21,8 @@ def _bars(results: dict[str, Any]) -> list[tuple[str, float]]:
         bars.append(("raw aiokafka passthrough", float(results["passthrough"]["records_per_s"])))
     if "faust_floor" in results:
         bars.append(("faust floor (agent that only acks)", float(results["faust_floor"]["records_per_s"])))
+    if "inbox_floor" in results:
+        bars.append(("inbox floor (batches, only acks)", float(results["inbox_floor"]["records_per_s"])))
     if "pipeline" in results and "records_per_s" in results["pipeline"]:
         bars.append(("Guardian pipeline (1 worker)", float(results["pipeline"]["records_per_s"])))
     return bars

@@ -1,15 +1,17 @@
-"""The faust agents: they move records between Kafka, the tables and the functional core.
+"""The pipeline's faust glue: it moves records between Kafka, the tables and the functional core.
 
-One agent reads the four input topics and the internal ``control`` topic (all co-partitioned by
-``device_id``). For each record it makes the record the current event, hands it to
-:class:`pipeline.runner.Processor` over :class:`tables.faust_tables.FaustStore`, whose writes and
-the outputs collect in :class:`tables.writes.PendingWrites`. When the stream has nothing more
-buffered (or after ``FLUSH_RECORDS`` records) the batch is flushed: RocksDB first, then one Kafka
-batch per changelog and output topic-partition on faust's own producer; the batch's input records
-are acked once all of it is delivered, so an offset is never committed ahead of what it caused.
-A crash replays records whose outputs may already be out: their IDs derive from their causes, and
-the device's state remembers the outputs of its uncommitted records, so a replay reproduces the
-same records.
+faust consumes the four input topics and the internal ``control`` topic (all co-partitioned by
+``device_id``) as a consumer group, and its conductor hands their messages to the shell's inbox
+(``streams.transport.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
+commits). The ``guardian.pipeline`` task drains the inbox in batches: each record goes through the
+per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
+:class:`tables.faust_tables.FaustStore`, whose writes and the outputs collect in
+:class:`tables.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
+the batch is flushed: RocksDB first, then one Kafka batch per changelog and output topic-partition
+on faust's own producer; the batch's messages are acked once all of it is delivered, so an offset
+is never committed ahead of what it caused. A crash replays records whose outputs may already be
+out: their IDs derive from their causes, and the device's state remembers the outputs of its
+uncommitted records, so a replay reproduces the same records.
 
 Two timers turn wall-clock time into records on ``control`` (so their effects happen in stream
 context, durably and in order with the device's records):
@@ -46,12 +48,16 @@ from topics.names import INPUT_SUFFIXES, TopicNames
 log = logging.getLogger(__name__)
 
 MERGE_MAX_HOLD_S = 10.0
-#: a batch is flushed when the stream has nothing more buffered, or after this many records
+#: a batch is flushed when the inbox is empty, or after this many records
 FLUSH_RECORDS = 2_000
+#: messages the inbox takes before faust's fetcher waits
+INBOX_MAX = 10_000
 PRODUCER_BUFFER_MESSAGES = 20_000
 MERGE_TICK_S = 0.05
 CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
+#: the timers ``register_agents`` declares
+TIMERS = ("guardian.merge", "guardian.positions", "guardian.confirm", "guardian.sweep", "guardian.gc")
 #: the cyclic garbage collector's view of the long-lived state (see ``collect_young_only``)
 GC_FREEZE_EVERY_S = 5.0
 GC_FULL_EVERY_S = 600.0
@@ -95,10 +101,16 @@ class PipelineShell:
     producer: Callable[[], Any] | None = None
     #: called when a batch could not be delivered (the worker must stop: its input is not acked)
     on_lost: Callable[[BaseException], Any] | None = None
-    #: processed events whose writes and outputs are not flushed yet
+    #: processed messages whose writes and outputs are not flushed yet
     unacked: list[Any] = field(default_factory=list)
-    #: tasks acking flushed events once their batches are delivered
+    #: tasks acking flushed messages once their batches are delivered
     acking: set[asyncio.Task[None]] = field(default_factory=set)
+    #: releases a message to faust's consumer (its offset may then be committed)
+    ack: Callable[[Any], None] | None = None
+    #: messages handed over by faust's conductor, not processed yet
+    inbox: list[Any] = field(default_factory=list)
+    inbox_ready: asyncio.Event = field(default_factory=asyncio.Event)
+    inbox_room: asyncio.Event = field(default_factory=asyncio.Event)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -119,10 +131,25 @@ class PipelineShell:
         for out in outs:
             send(self.out_topics[out.kind], out.key.encode(), orjson.dumps(out.value))
 
-    async def flush(self, stream: Any) -> None:
-        """Land the batch (tables and outputs), then ack its events once Kafka has it all."""
-        events, self.unacked = self.unacked, []
-        if self.producer is None:
+    async def receive(self, message: Any) -> None:
+        """A message from faust's conductor (input topics and ``control``): into the inbox; waits
+        while the inbox is full (faust's fetcher then waits too, or drops it on a rebalance)."""
+        self.inbox.append(message)
+        self.inbox_ready.set()
+        if len(self.inbox) >= INBOX_MAX:
+            self.inbox_room.clear()
+            await self.inbox_room.wait()
+
+    def take_inbox(self) -> list[Any]:
+        batch, self.inbox = self.inbox, []
+        self.inbox_ready.clear()
+        self.inbox_room.set()
+        return batch
+
+    async def flush(self) -> None:
+        """Land the batch (tables and outputs), then ack its messages once Kafka has it all."""
+        messages, self.unacked = self.unacked, []
+        if self.producer is None or self.ack is None:
             raise RuntimeError("the shell has no producer yet")
         try:
             futures = await self.store.writes.flush(self.producer())
@@ -130,21 +157,22 @@ class PipelineShell:
             await self._lost(exc)
             raise
         if not futures:
-            for event in events:
-                await stream.ack(event)
+            for message in messages:
+                self.ack(message)
             return
-        task = asyncio.ensure_future(self._ack_when_delivered(stream, futures, events))
+        task = asyncio.ensure_future(self._ack_when_delivered(futures, messages))
         self.acking.add(task)
         task.add_done_callback(self.acking.discard)
 
-    async def _ack_when_delivered(self, stream: Any, futures: list[Any], events: list[Any]) -> None:
+    async def _ack_when_delivered(self, futures: list[Any], messages: list[Any]) -> None:
         try:
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
             await self._lost(exc)
             return
-        for event in events:
-            await stream.ack(event)
+        assert self.ack is not None
+        for message in messages:
+            self.ack(message)
 
     async def _lost(self, exc: BaseException) -> None:
         log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
@@ -152,8 +180,9 @@ class PipelineShell:
             await self.on_lost(exc)
 
     def drop_unflushed(self) -> None:
-        """Forget processed, unflushed records (a rebalance): nothing of them left the worker, and
-        being unacked they are read again by whoever owns their partition next."""
+        """Forget received and processed, unflushed records (a rebalance): nothing of them left the
+        worker, and being unacked they are read again by whoever owns their partition next."""
+        self.take_inbox()
         self.unacked.clear()
         self.store.writes.discard()
 
@@ -319,7 +348,8 @@ class PipelineShell:
 
 
 def register_agents(app: Any, shell: PipelineShell) -> list[str]:
-    """Declare the agent and timers on ``app``; returns the registered agent names."""
+    """Declare the pipeline (fed by faust's conductor, see ``streams.transport``) and its timers on
+    ``app``; returns the names of what is registered."""
     names = shell.names
     inputs = app.topic(
         names.plans,
@@ -331,68 +361,76 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         value_serializer="raw",
         acks=True,
     )
+    # faust subscribes, assigns, fetches, tracks acks and commits the topic; its messages go to the
+    # shell's inbox in batches instead of through an agent's stream (``streams.transport``)
+    app.topics.add(inputs)
+    app.topics.route(set(inputs.topics), shell.receive)
 
     merge_suffixes = set(INPUT_SUFFIXES)
-    streams: list[Any] = []
 
-    def run_ready(stream: Any) -> None:
-        for event in shell.merger.pop_ready(shell.caught_up, time.monotonic()):
-            run(stream, event)
+    def run_ready() -> None:
+        for message in shell.merger.pop_ready(shell.caught_up, time.monotonic()):
+            run(message)
 
-    def run(stream: Any, event: Any) -> None:
-        stream._set_current_event(event)
-        try:
-            shell.handle(event.message)
-        finally:
-            stream._set_current_event(None)
-        shell.unacked.append(event)
+    def run(message: Any) -> None:
+        shell.handle(message)
+        shell.unacked.append(message)
 
-    async def pipeline(stream: Any) -> None:
+    def attach() -> None:
         shell.consumer = app.consumer
         from faust.types import TP
 
         shell.tp_factory = TP
         shell.producer = app.producer._ensure_producer
-        committed_offsets = app.consumer._committed_offset
+        consumer = app.consumer
+        committed_offsets = consumer._committed_offset
 
         def committed(stream_key: str) -> int | None:
             suffix, _, partition = stream_key.rpartition(":")
             offset = committed_offsets.get(TP(names.prefix + suffix, int(partition)))
             return None if offset is None else int(offset)
 
-        shell.store.committed = committed
-        shell.on_lost = app.crash
-        streams.append(stream)
-        buffered = stream.channel.queue
-        async for event in stream.noack().events():
-            msg = event.message
-            suffix = names.suffix_of(msg.topic)
-            if suffix in merge_suffixes:
-                assert suffix is not None
-                partition = int(msg.partition)
-                shell.next_offset[(suffix, partition)] = int(msg.offset) + 1
-                shell.merger.push(
-                    suffix,
-                    partition,
-                    round(msg.timestamp * 1000),
-                    int(msg.offset),
-                    event,
-                    time.monotonic(),
-                )
-                run_ready(stream)
-            else:
-                run(stream, event)
-            # natural batching: flush when the stream has caught up with what was fetched
-            if shell.unacked and (len(shell.unacked) >= FLUSH_RECORDS or buffered.empty()):
-                await shell.flush(stream)
+        def ack(message: Any) -> None:
+            message.ack(consumer)
 
-    app.agent(inputs, name="guardian.pipeline")(pipeline)
+        shell.store.committed = committed
+        shell.ack = ack
+        shell.on_lost = app.crash
+
+    async def pipeline() -> None:
+        attach()
+        while True:
+            await shell.inbox_ready.wait()
+            for message in shell.take_inbox():
+                suffix = names.suffix_of(message.topic)
+                if suffix in merge_suffixes:
+                    assert suffix is not None
+                    partition = int(message.partition)
+                    shell.next_offset[(suffix, partition)] = int(message.offset) + 1
+                    shell.merger.push(
+                        suffix,
+                        partition,
+                        round(message.timestamp * 1000),
+                        int(message.offset),
+                        message,
+                        time.monotonic(),
+                    )
+                    run_ready()
+                else:
+                    run(message)
+                if len(shell.unacked) >= FLUSH_RECORDS:
+                    await shell.flush()
+            # natural batching: flush when the pipeline has caught up with what was fetched
+            if shell.unacked:
+                await shell.flush()
+
+    app.task(pipeline)
 
     async def release_held() -> None:
-        if streams and len(shell.merger):
-            run_ready(streams[-1])
+        if len(shell.merger) and shell.ack is not None:
+            run_ready()
             if shell.unacked:
-                await shell.flush(streams[-1])
+                await shell.flush()
 
     app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
 
@@ -466,7 +504,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         gc.freeze()
 
     app.timer(GC_FREEZE_EVERY_S, name="guardian.gc")(collect_young_only)
-    return sorted(app.agents.keys())
+    return ["guardian.pipeline", *TIMERS]
 
 
 def expired_dedup_keys(

@@ -1,11 +1,13 @@
 """The RocksDB-backed faust tables and the state store the core reads and writes through them.
 
 Every table is keyed so that a device's entries live in the partition of the device's records:
-``devices`` by ``device_id`` (device state, experience state, applied offsets and recent outputs in
-one value, so a record's effects land atomically); ``seen`` (the dedup memory, one small key per
-seen event: ``device_id \\x1f event_id`` -> receive time) is written while the device's record is
-the current event, so its changelog partition is the record's. ``owners`` (experience -> device,
-for ``cross_device``) is a global table every worker reads whole.
+``devices`` by ``device_id`` (device state, experience state, applied offsets and the outputs of
+uncommitted records in one value, so a record's effects land atomically; the experience's plan once
+under its own key), ``seen`` (the dedup memory, one small key per seen event:
+``device_id \x1f event_id`` -> receive time). ``owners`` (experience -> device, for
+``cross_device``) is a global table every worker reads whole; its keys are written in the partition
+of the plan's record. All three are written in batches (``tables.writes``) in the partition of the
+record being processed.
 
 The app is passed in (``define_tables(app)``): this package never imports ``streams``.
 """
@@ -49,8 +51,8 @@ class GuardianTables:
         return [self.devices, self.seen, self.owners]
 
     def batched(self) -> dict[str, Any]:
-        """The tables written in batches (``tables.writes``), by name."""
-        return {"devices": self.devices, "seen": self.seen}
+        """The tables written in batches (``tables.writes``), by name: all of them."""
+        return {"devices": self.devices, "seen": self.seen, "owners": self.owners}
 
 
 def define_tables(app: Any, partitions: int) -> GuardianTables:
@@ -325,6 +327,9 @@ class FaustStore:
         # partition of its device's records, so the current one is looked at first (faust's own
         # lookup scans the partitions in turn once its small key index has forgotten the key)
         key = experience_id.encode()
+        if self.writes.pending("owners", key):
+            raw = self.writes.find("owners", key)
+            return None if raw is None else raw.decode()
         dbs: dict[int, Any] = getattr(self.tables.owners.data, "_dbs", {})
         first = dbs.get(self.partition) if self.partition is not None else None
         if first is not None:
@@ -339,7 +344,7 @@ class FaustStore:
         return None
 
     def put_owner(self, experience_id: str, device_id: str) -> None:
-        self.tables.owners[experience_id.encode()] = device_id.encode()
+        self._write("owners", experience_id.encode(), device_id.encode())
 
 
 def _plan_in(db: Any) -> Callable[[str], bytes | None]:

@@ -53,6 +53,10 @@ class PendingWrites:
         value = self.db(table, partition).get(key)
         return None if value is None else bytes(value)
 
+    def pending(self, table: str, key: bytes) -> bool:
+        """Is a write of ``key`` of ``table`` waiting (in any partition)?"""
+        return any(name == table and key in kv for (name, _), kv in self._puts.items())
+
     def find(self, table: str, key: bytes) -> bytes | None:
         """``key`` in whichever partition holds it (callers outside a record do not know it)."""
         for (name, _), pending in self._puts.items():

@@ -15,6 +15,7 @@ def results() -> dict[str, Any]:
         "pipeline": {"records_per_s": 4093.0},
         "passthrough": {"records_per_s": 81364.0},
         "faust_floor": {"records_per_s": 8514.0},
+        "inbox_floor": {"records_per_s": 52785.0},
         "latency": {"p99_ms": 37.3},
         "rss": {"devices": 10600, "vm_hwm_mb": 322.0},
         "core": {"median_us": 11.1},
@@ -41,7 +42,12 @@ def test_rss_below_ten_thousand_devices_is_not_judged() -> None:
 
 def test_the_chart_has_a_bar_per_baseline_and_a_line_per_target() -> None:
     svg = render(results())
-    for label in ("raw aiokafka passthrough", "faust floor (agent that only acks)", "Guardian pipeline"):
+    for label in (
+        "raw aiokafka passthrough",
+        "faust floor (agent that only acks)",
+        "inbox floor (batches, only acks)",
+        "Guardian pipeline",
+    ):
         assert label in svg
     assert "8,514" in svg and "4,093" in svg
     assert "✘ pipeline_obs_per_s" in svg and "✔ latency_p99_ms" in svg

@@ -53,11 +53,16 @@ def test_imports_point_one_way() -> None:
             assert tops <= allowed, f"{path} imports {sorted(tops - allowed)}"
 
 
-def test_the_worker_registers_its_agent_and_timers(tmp_path: Path) -> None:
+def test_the_worker_registers_its_pipeline_and_timers(tmp_path: Path) -> None:
     from streams.worker import build_worker_app
 
     settings = Settings.from_env({"GUARDIAN_DATA_DIR": str(tmp_path), "GUARDIAN_PARTITIONS": "4"})
     app, shell = build_worker_app(settings, bootstrap="127.0.0.1:9", worker_id="t")
-    assert sorted(app.agents) == ["guardian.pipeline"]
+    # the input topics and control go to the shell's inbox through faust's conductor, in batches
+    assert app.topics.batch_sink == shell.receive
+    assert set(app.topics.batch_topics) == {
+        f"guardian.{s}" for s in ("plans", "device-context", "task-events", "observations", "control")
+    }
+    assert not app.agents
     assert shell.names.prefix == "guardian."
     assert {"devices", "seen", "owners"} <= set(app.tables.keys())

@@ -1,4 +1,4 @@
-"""The stream's flush: input records are acked only once everything they caused is delivered."""
+"""The pipeline's flush: input records are acked only once everything they caused is delivered."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ from topics.names import TopicNames
 from topics.registry import load_registry
 
 
-class FakeStream:
+class Acked:
+    """What the shell released to faust's consumer."""
+
     def __init__(self) -> None:
         self.acked: list[str] = []
 
-    async def ack(self, event: str) -> bool:
-        self.acked.append(event)
-        return True
+    def __call__(self, message: str) -> None:
+        self.acked.append(message)
 
 
 class HeldProducer(RecordingProducer):
@@ -41,7 +42,9 @@ class HeldProducer(RecordingProducer):
         return fut
 
 
-def shell_over(tmp_path: Path, producer: RecordingProducer) -> tuple[PipelineShell, list[BaseException]]:
+def shell_over(
+    tmp_path: Path, producer: RecordingProducer, acked: Acked | None = None
+) -> tuple[PipelineShell, list[BaseException]]:
     tables = {
         name: FakeTable(FakeStore(tmp_path / name), FakeTopic(f"app-{name}-changelog"))
         for name in ("devices", "seen", "owners")
@@ -63,6 +66,7 @@ def shell_over(tmp_path: Path, producer: RecordingProducer) -> tuple[PipelineShe
         control_topic=None,
         producer=lambda: producer,
         on_lost=on_lost,
+        ack=acked,
     )
     return shell, lost
 
@@ -70,16 +74,16 @@ def shell_over(tmp_path: Path, producer: RecordingProducer) -> tuple[PipelineShe
 def test_events_are_acked_only_after_their_outputs_are_delivered(tmp_path: Path) -> None:
     async def main() -> None:
         producer = HeldProducer()
-        shell, lost = shell_over(tmp_path, producer)
-        stream = FakeStream()
+        released = Acked()
+        shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
         shell.unacked = ["event-1", "event-2"]
-        await shell.flush(stream)
-        assert producer.batches and stream.acked == []  # handed over, not yet delivered
+        await shell.flush()
+        assert producer.batches and released.acked == []  # handed over, not yet delivered
         for fut in producer.futures:
             fut.set_result(type("Meta", (), {"offset": 0})())
         await asyncio.gather(*shell.acking)
-        assert stream.acked == ["event-1", "event-2"]
+        assert released.acked == ["event-1", "event-2"]
         assert lost == []
 
     asyncio.run(main())
@@ -90,14 +94,14 @@ def test_a_failed_delivery_acks_nothing_and_stops_the_worker(tmp_path: Path) -> 
 
     async def main() -> None:
         producer = HeldProducer()
-        shell, lost = shell_over(tmp_path, producer)
-        stream = FakeStream()
+        released = Acked()
+        shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("decisions", "dev-1", {"decision_id": "dec_1"})])
         shell.unacked = ["event-1"]
-        await shell.flush(stream)
+        await shell.flush()
         producer.futures[0].set_exception(KafkaTimeoutError())
         await asyncio.gather(*shell.acking)
-        assert stream.acked == []
+        assert released.acked == []
         assert len(lost) == 1 and isinstance(lost[0], KafkaTimeoutError)
 
     asyncio.run(main())
@@ -105,18 +109,40 @@ def test_a_failed_delivery_acks_nothing_and_stops_the_worker(tmp_path: Path) -> 
 
 def test_a_batch_with_nothing_to_send_is_acked_at_once(tmp_path: Path) -> None:
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
-        stream = FakeStream()
+        released = Acked()
+        shell, _ = shell_over(tmp_path, HeldProducer(), released)
         shell.unacked = ["event-1"]
-        await shell.flush(stream)
-        assert stream.acked == ["event-1"]
+        await shell.flush()
+        assert released.acked == ["event-1"]
 
     asyncio.run(main())
 
 
 def test_a_rebalance_forgets_what_was_not_flushed(tmp_path: Path) -> None:
-    shell, _ = shell_over(tmp_path, HeldProducer())
-    shell.emit([Out("timeline", "dev-1", {"seq": 1})])
-    shell.unacked = ["event-1"]
-    shell.drop_unflushed()
-    assert shell.unacked == [] and len(shell.store.writes) == 0
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        await shell.receive("message-2")
+        shell.emit([Out("timeline", "dev-1", {"seq": 1})])
+        shell.unacked = ["event-1"]
+        shell.drop_unflushed()
+        assert shell.unacked == [] and len(shell.store.writes) == 0
+        assert shell.inbox == [] and not shell.inbox_ready.is_set()
+
+    asyncio.run(main())
+
+
+def test_a_full_inbox_holds_the_fetcher_until_the_pipeline_takes_it(tmp_path: Path) -> None:
+    from streams import agents
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        for i in range(agents.INBOX_MAX - 1):
+            await shell.receive(f"m{i}")
+        last = asyncio.ensure_future(shell.receive("last"))
+        await asyncio.sleep(0)
+        assert not last.done() and shell.inbox_ready.is_set()
+        batch = shell.take_inbox()
+        await asyncio.wait_for(last, 1)
+        assert len(batch) == agents.INBOX_MAX and batch[-1] == "last"
+
+    asyncio.run(main())
