@@ -111,6 +111,8 @@ class PipelineShell:
     inbox: list[Any] = field(default_factory=list)
     inbox_ready: asyncio.Event = field(default_factory=asyncio.Event)
     inbox_room: asyncio.Event = field(default_factory=asyncio.Event)
+    #: counts rebalances: a batch taken before one is not processed further after one
+    generation: int = 0
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -182,6 +184,7 @@ class PipelineShell:
     def drop_unflushed(self) -> None:
         """Forget received and processed, unflushed records (a rebalance): nothing of them left the
         worker, and being unacked they are read again by whoever owns their partition next."""
+        self.generation += 1
         self.take_inbox()
         self.unacked.clear()
         self.store.writes.discard()
@@ -368,9 +371,17 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     merge_suffixes = set(INPUT_SUFFIXES)
 
-    def run_ready() -> None:
-        for message in shell.merger.pop_ready(shell.caught_up, time.monotonic()):
-            run(message)
+    async def run_ready() -> None:
+        # in slices: a merge releasing a long-held backlog at once is flushed as it goes (each
+        # slice is popped and processed without a pause, so the merge's order holds)
+        while True:
+            ready = shell.merger.pop_ready(shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS)
+            for message in ready:
+                run(message)
+            if len(shell.unacked) >= FLUSH_RECORDS:
+                await shell.flush()
+            if len(ready) < FLUSH_RECORDS:
+                return
 
     def run(message: Any) -> None:
         shell.handle(message)
@@ -401,7 +412,10 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         attach()
         while True:
             await shell.inbox_ready.wait()
+            generation = shell.generation
             for message in shell.take_inbox():
+                if shell.generation != generation:
+                    break  # a rebalance came during a flush: the rest is read again after it
                 suffix = names.suffix_of(message.topic)
                 if suffix in merge_suffixes:
                     assert suffix is not None
@@ -415,7 +429,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
                         message,
                         time.monotonic(),
                     )
-                    run_ready()
+                    await run_ready()
                 else:
                     run(message)
                 if len(shell.unacked) >= FLUSH_RECORDS:
@@ -428,7 +442,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     async def release_held() -> None:
         if len(shell.merger) and shell.ack is not None:
-            run_ready()
+            await run_ready()
             if shell.unacked:
                 await shell.flush()
 

@@ -54,11 +54,11 @@ class TimestampMerger(Generic[T]):
         key = (partition, suffix)
         self._held_per_suffix[key] = self._held_per_suffix.get(key, 0) + 1
 
-    def pop_ready(self, caught_up: CaughtUp, now: float) -> list[T]:
-        """Every item that can go now, in order."""
+    def pop_ready(self, caught_up: CaughtUp, now: float, limit: int | None = None) -> list[T]:
+        """The items that can go now (at most ``limit``), in order."""
         out: list[T] = []
         for partition, heap in self._heaps.items():
-            while heap:
+            while heap and (limit is None or len(out) < limit):
                 head = heap[0]
                 if now - head.since < self.max_hold_s and not self._safe(partition, head, caught_up):
                     break

@@ -37,7 +37,7 @@ CACHE_SIZE = 16_384
 ROCKSDB_OPTIONS = {
     "write_buffer_size": 4 * 1024**2,
     "max_write_buffer_number": 2,
-    "block_cache_size": 16 * 1024**2,
+    "block_cache_size": 4 * 1024**2,
 }
 
 
@@ -142,8 +142,8 @@ class DeviceEntry:
     #: "suffix:partition" -> the last offset applied to this state
     applied: dict[str, int] = field(default_factory=dict)
     #: outputs of the last records that had any and may still be read again (not committed yet):
-    #: [coords, [[kind, key, value], ...]]
-    log: list[list[Any]] = field(default_factory=list)
+    #: (coords, JSON of [[kind, key, value], ...]) — kept encoded: small in memory, written as is
+    log: list[tuple[str, bytes]] = field(default_factory=list)
     #: the experience whose plan is stored under its own key (None: not written yet)
     plan_stored: str | None = None
 
@@ -157,7 +157,7 @@ class DeviceEntry:
                 "d": self.device.to_obj() if self.device else None,
                 "e": exp,
                 "applied": self.applied,
-                "log": self.log,
+                "log": [[coords, orjson.Fragment(outs)] for coords, outs in self.log],
             }
         )
 
@@ -181,7 +181,7 @@ class DeviceEntry:
             device=DeviceState.from_obj(d["d"]) if d.get("d") else None,
             experience=ExperienceState.from_obj(e) if e else None,
             applied=dict(d.get("applied") or {}),
-            log=list(d.get("log") or []),
+            log=[(str(coords), orjson.dumps(outs)) for coords, outs in d.get("log") or ()],
             plan_stored=stored,
         )
 
@@ -261,7 +261,7 @@ class FaustStore:
         key = str(coords)
         for logged, outs in entry.log:
             if logged == key:
-                return [Out(kind, k, value) for kind, k, value in outs]
+                return [Out(kind, k, value) for kind, k, value in orjson.loads(outs)]
         return []
 
     def _plan(self, experience_id: str) -> bytes | None:
@@ -273,7 +273,7 @@ class FaustStore:
         if entry.log and self.committed is not None:
             entry.log = [item for item in entry.log if not self._committed(item[0])]
         if outs:
-            entry.log.append([str(coords), [[o.kind, o.key, o.value] for o in outs]])
+            entry.log.append((str(coords), orjson.dumps([[o.kind, o.key, o.value] for o in outs])))
             if len(entry.log) > OUTPUT_LOG:
                 del entry.log[: len(entry.log) - OUTPUT_LOG]
         exp = entry.experience

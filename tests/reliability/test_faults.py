@@ -46,6 +46,8 @@ SETTINGS = Settings.from_env({})
 REPEATS = 4
 LOAD_DEVICES = 300
 LOAD_RECORDS = 6_000
+#: long enough for a steady commit slope at the worker's speed (several seconds a run)
+FLOOD_RECORDS = 60_000
 
 
 def load(prefix: str, t0: int) -> list[InputRecord]:
@@ -337,7 +339,7 @@ def test_poison_flood_keeps_throughput_and_dead_letters_everything(
         setup = setup_records(names, devs, t0)
         clean = [
             r
-            for r in measured_records(names, devs, t0, setup_end(devs, t0), 3 * LOAD_RECORDS)
+            for r in measured_records(names, devs, t0, setup_end(devs, t0), FLOOD_RECORDS)
             if b"bbox" not in r.value
         ]
         inputs: list[InputRecord] = []

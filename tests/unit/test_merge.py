@@ -43,3 +43,14 @@ def test_nothing_waits_longer_than_the_hold_limit() -> None:
     assert m.pop_ready(lambda s, p: False, now=0.5) == []
     assert m.pop_ready(lambda s, p: False, now=1.5) == ["obs"]
     assert m.drain() == []
+
+
+def test_a_limit_releases_the_ready_items_in_slices_in_order() -> None:
+    merger: TimestampMerger[str] = TimestampMerger(("a", "b"), max_hold_s=10.0)
+    for i in range(5):
+        merger.push("a", 0, 100 + i, i, f"a{i}", 0.0)
+    first = merger.pop_ready(lambda s, p: True, 0.0, limit=2)
+    second = merger.pop_ready(lambda s, p: True, 0.0, limit=2)
+    rest = merger.pop_ready(lambda s, p: True, 0.0)
+    assert (first, second, rest) == (["a0", "a1"], ["a2", "a3"], ["a4"])
+    assert len(merger) == 0

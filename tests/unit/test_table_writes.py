@@ -378,3 +378,21 @@ def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_el
     pending = {key for (table, _), kv in store.writes._puts.items() if table == "seen" for key in kv}
     assert pending == {f"dev-rr\x1f{event_id}".encode()}
     assert store.get_seen("dev-rr", event_id) == before
+
+
+def test_logged_outputs_survive_the_stored_value(tables: Any) -> None:
+    """A re-read after the state was loaded from RocksDB (another worker, a restart) gets back the
+    very outputs logged before."""
+    store = store_over(tables)
+    store.partition = 0
+    store.put_device(DeviceState(device_id="dev-1"))
+    outs = [
+        Out("timeline", "dev-1", {"seq": 1, "summary": "안방 순찰"}),
+        Out("decisions", "dev-1", {"n": [1, 2]}),
+    ]
+    store.commit("dev-1", Coords("observations", 0, 7), outs)
+    run(store.writes.flush(RecordingProducer()))
+    store.clear_cache()
+    assert store.applied_outputs("dev-1", Coords("observations", 0, 7)) == outs
+    raw = bytes(tables["devices"].data._db_for_partition(0)[b"dev-1"])
+    assert orjson.loads(raw)["log"] == [["observations:0:7", [[o.kind, o.key, o.value] for o in outs]]]
