@@ -83,7 +83,7 @@ def run_eagerly(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
 
 
 class EagerConsumer(faust_aiokafka.Consumer):
-    """faust's aiokafka consumer, handing messages to the streams without a task per message."""
+    """faust's aiokafka consumer, handing each fetched message over without a task per message."""
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> WaitResults:  # noqa: ASYNC109 - mode's signature
         first = coros[0] if coros else None
