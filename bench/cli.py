@@ -49,6 +49,7 @@ from bench import kafka_ops
 from bench.core_bench import run_core_bench
 from bench.gate_bench import run_gate_bench
 from bench.svg import write_svg
+from bench.timing import pct
 from bench.workload import (
     MIX,
     battery_low,
@@ -145,11 +146,6 @@ def _classpath(settings: Settings) -> str:
     from guardian.kafka_local import LocalBroker
 
     return LocalBroker.from_settings(settings).classpath()
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 @dataclass

@@ -15,6 +15,7 @@ import statistics
 import time
 from typing import Any
 
+from bench.timing import pct
 from bench.workload import device_ids, setup_end, setup_records, state_only_records
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
@@ -96,9 +97,8 @@ def _timed(proc: Processor, store: MemoryStore, recs: list[Any], topic: str, bat
         elapsed = clock() - t0
         total_ns += elapsed
         samples.append(elapsed / len(chunk) / 1000.0)
-    samples.sort()
     median = statistics.median(samples)
-    p99 = samples[min(len(samples) - 1, round(0.99 * (len(samples) - 1)))]
+    p99 = pct(samples, 0.99)
     return {
         "median_us": median,
         "p99_us": p99,

@@ -12,6 +12,7 @@ import time
 
 import orjson
 
+from bench.timing import pct
 from topics.gate import Admitted, Gate
 from topics.registry import load_registry
 
@@ -77,9 +78,8 @@ def run_gate_bench(n: int = 50_000, batch: int = 1000) -> dict[str, float]:
         elapsed = clock() - t0
         total_ns += elapsed
         samples.append(elapsed / len(chunk) / 1000.0)
-    samples.sort()
     median = statistics.median(samples)
-    p99 = samples[min(len(samples) - 1, round(0.99 * (len(samples) - 1)))]
+    p99 = pct(samples, 0.99)
     return {
         "n": float(n),
         "median_us": median,

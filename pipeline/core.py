@@ -481,15 +481,7 @@ class Pipeline:
             )
             return
         # 11. supervisor
-        self._timeline(
-            dev,
-            res,
-            experience_id=exp.experience_id,
-            at_ms=at_ms,
-            stage="observe",
-            ref_id=trigger.event_id,
-            summary=f"observe: {trigger.type} {_summary_facts(trigger.facts)}",
-        )
+        self._observe(dev, exp, res, trigger, at_ms)
         exp.recent.append(trigger)
         if len(exp.recent) > RECENT_PROMOTED:
             del exp.recent[: len(exp.recent) - RECENT_PROMOTED]
@@ -503,15 +495,10 @@ class Pipeline:
         verdict = decide(exp, trigger)
         self._apply(dev, exp, res, trigger, verdict, exp.etag, at_ms)
 
-    def _cancel(
-        self, dev: DeviceState, exp: ExperienceState | None, res: Result, trigger: Trigger, at_ms: int
+    def _observe(
+        self, dev: DeviceState, exp: ExperienceState, res: Result, trigger: Trigger, at_ms: int
     ) -> None:
-        if exp is None:
-            self._drop(dev, res, "uncorrelated", trigger.event_id, at_ms, "cancel: no active experience")
-            return
-        if exp.winding_down:
-            self._drop(dev, res, "winding_down", trigger.event_id, at_ms, "cancel: already winding down")
-            return
+        """The timeline's ``observe`` entry: a trigger reaches the supervisor."""
         self._timeline(
             dev,
             res,
@@ -521,6 +508,17 @@ class Pipeline:
             ref_id=trigger.event_id,
             summary=f"observe: {trigger.type} {_summary_facts(trigger.facts)}",
         )
+
+    def _cancel(
+        self, dev: DeviceState, exp: ExperienceState | None, res: Result, trigger: Trigger, at_ms: int
+    ) -> None:
+        if exp is None:
+            self._drop(dev, res, "uncorrelated", trigger.event_id, at_ms, "cancel: no active experience")
+            return
+        if exp.winding_down:
+            self._drop(dev, res, "winding_down", trigger.event_id, at_ms, "cancel: already winding down")
+            return
+        self._observe(dev, exp, res, trigger, at_ms)
         channel = trigger.facts.get("channel", "app")
         verdict = Verdict(
             "abort", "user_cancel", f"The user cancelled by {channel}; user cancel always wins."

@@ -163,8 +163,6 @@ class Processor:
                 decide=self.decide,
                 raw=RawRef(source_topic, partition, offset, value or b""),
             )
-            if res.mark_seen:
-                store.put_seen(device_id, record.event_id, received_at_ms, coords)
         elif isinstance(record, TaskEvent):
             res = self.pipeline.on_task_event(
                 dev,
@@ -175,8 +173,6 @@ class Processor:
                 owner_of=store.owner_of,
                 decide=self.decide,
             )
-            if res.mark_seen:
-                store.put_seen(device_id, record.event_id, received_at_ms, coords)
         elif isinstance(record, ExperiencePlan):
             res = self.pipeline.on_plan(dev, exp, record, received_at_ms)
             if res.owner is not None:
@@ -184,6 +180,8 @@ class Processor:
         else:
             assert isinstance(record, DeviceContext)
             res = self.pipeline.on_device_context(dev, exp, record, received_at_ms)
+        if res.mark_seen and isinstance(record, (Observation, TaskEvent)):
+            store.put_seen(device_id, record.event_id, received_at_ms, coords)
         return _store(store, dev, res, coords)
 
     def apply(

@@ -81,24 +81,23 @@ def _known(value: str, known: Iterable[str]) -> str:
     return value if value in known else "other"
 
 
-def _fmt_time(ms: int | None) -> str:
+def _fmt_ms(ms: int | None, pattern: str, suffix: str = "") -> str:
+    """``ms`` (epoch milliseconds, UTC) with ``pattern`` and its milliseconds; "—" for None."""
     if ms is None:
         return "—"
     try:
         dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return str(ms)
-    return dt.strftime("%Y-%m-%d %H:%M:%S") + f".{ms % 1000:03d}Z"
+    return dt.strftime(pattern) + f".{ms % 1000:03d}{suffix}"
+
+
+def _fmt_time(ms: int | None) -> str:
+    return _fmt_ms(ms, "%Y-%m-%d %H:%M:%S", "Z")
 
 
 def _fmt_clock(ms: int | None) -> str:
-    if ms is None:
-        return "—"
-    try:
-        dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return dt.strftime("%H:%M:%S") + f".{ms % 1000:03d}"
+    return _fmt_ms(ms, "%H:%M:%S")
 
 
 def _fmt_dur(ms: int) -> str:

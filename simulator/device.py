@@ -700,21 +700,20 @@ class Device:
             route.append(area)
         self.route = deque(route)
 
+    async def _invalid_transition(self, cap: str, op: str, step_id: str, dispatch_id: str | None) -> bool:
+        """Refuse a request the security session's state does not allow (always False)."""
+        await self.task_event(
+            cap, op, "blocked", step_id=step_id, dispatch_id=dispatch_id, reason_code="invalid_transition"
+        )
+        return False
+
     async def _execute(self, req: Mapping[str, Any], dispatch_id: str | None) -> bool:
         """One request; whether it succeeded."""
         cap, op, step_id = str(req.get("capability")), str(req.get("operation")), str(req.get("step_id"))
         t = self.timing
         if (cap, op) == ("security_patrol", "pause"):
             if self.security != "running":
-                await self.task_event(
-                    cap,
-                    op,
-                    "blocked",
-                    step_id=step_id,
-                    dispatch_id=dispatch_id,
-                    reason_code="invalid_transition",
-                )
-                return False
+                return await self._invalid_transition(cap, op, step_id, dispatch_id)
             await self.task_event(cap, op, "accepted", step_id=step_id, dispatch_id=dispatch_id, ack=True)
             self._running.clear()
             self.phase = "paused"
@@ -726,15 +725,7 @@ class Device:
             return True
         if (cap, op) == ("security_patrol", "resume"):
             if self.security != "paused":
-                await self.task_event(
-                    cap,
-                    op,
-                    "blocked",
-                    step_id=step_id,
-                    dispatch_id=dispatch_id,
-                    reason_code="invalid_transition",
-                )
-                return False
+                return await self._invalid_transition(cap, op, step_id, dispatch_id)
             await self.task_event(cap, op, "accepted", step_id=step_id, dispatch_id=dispatch_id, ack=True)
             await self.clock.sleep(self._jitter(t.pause_ms))
             self.security = "running"

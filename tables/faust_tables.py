@@ -219,7 +219,8 @@ class FaustStore:
             return self.writes.find(table, key)
         return self.writes.get(table, self.partition, key)
 
-    def _write(self, table: str, key: bytes, value: bytes) -> None:
+    def _write(self, table: str, key: bytes, value: bytes | None) -> None:
+        """Set (None: delete) ``key`` in the partition of the record being processed."""
         if self.partition is None:
             raise RuntimeError(f"a write to {table} outside a record of a known partition")
         self.writes.put(table, self.partition, key, value)
@@ -279,7 +280,7 @@ class FaustStore:
         exp = entry.experience
         if exp is not None and entry.plan_stored != exp.experience_id:
             if entry.plan_stored is not None:
-                self.writes.put("devices", self._partition(), plan_key(entry.plan_stored), None)
+                self._write("devices", plan_key(entry.plan_stored), None)
             self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan))
             entry.plan_stored = exp.experience_id
             exp.plan = self.plan_parts.share(exp.plan)
@@ -290,11 +291,6 @@ class FaustStore:
         assert self.committed is not None
         done = self.committed(stream)
         return done is not None and int(offset) < done
-
-    def _partition(self) -> int:
-        if self.partition is None:
-            raise RuntimeError("a write to the devices table outside a record of a known partition")
-        return self.partition
 
     def pending_experiences(self) -> Iterator[tuple[int, ExperienceState]]:
         """(partition, experience) of every local experience with triggers awaiting a decision."""
@@ -318,18 +314,16 @@ class FaustStore:
 
     def forget_seen(self, key: bytes) -> None:
         """Drop one dedup key (the sweep) in the current partition."""
-        if self.partition is None:
-            raise RuntimeError("a dedup key dropped outside a record of a known partition")
-        self.writes.put("seen", self.partition, key, None)
+        self._write("seen", key, None)
 
     def owner_of(self, experience_id: str) -> str | None:
         # the global table holds every partition locally; an experience's owner is written in the
         # partition of its device's records, so the current one is looked at first (faust's own
         # lookup scans the partitions in turn once its small key index has forgotten the key)
         key = experience_id.encode()
-        if self.writes.pending("owners", key):
-            raw = self.writes.find("owners", key)
-            return None if raw is None else raw.decode()
+        waiting, raw_pending = self.writes.pending("owners", key)
+        if waiting:
+            return None if raw_pending is None else raw_pending.decode()
         dbs: dict[int, Any] = getattr(self.tables.owners.data, "_dbs", {})
         first = dbs.get(self.partition) if self.partition is not None else None
         if first is not None:

@@ -53,15 +53,18 @@ class PendingWrites:
         value = self.db(table, partition).get(key)
         return None if value is None else bytes(value)
 
-    def pending(self, table: str, key: bytes) -> bool:
-        """Is a write of ``key`` of ``table`` waiting (in any partition)?"""
-        return any(name == table and key in kv for (name, _), kv in self._puts.items())
+    def pending(self, table: str, key: bytes) -> tuple[bool, bytes | None]:
+        """(True, value) when a write of ``key`` of ``table`` waits in any partition."""
+        for (name, _), kv in self._puts.items():
+            if name == table and key in kv:
+                return True, kv[key]
+        return False, None
 
     def find(self, table: str, key: bytes) -> bytes | None:
         """``key`` in whichever partition holds it (callers outside a record do not know it)."""
-        for (name, _), pending in self._puts.items():
-            if name == table and key in pending:
-                return pending[key]
+        waiting, value = self.pending(table, key)
+        if waiting:
+            return value
         for db in list(getattr(self.tables[table].data, "_dbs", {}).values()):
             value = db.get(key)
             if value is not None:

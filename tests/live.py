@@ -167,3 +167,17 @@ def assert_single_content(values: list[dict[str, Any]], key: str) -> dict[str, d
             assert other == first, f"{key} {ident} published with two contents:\n{first}\n{other}"
         unique[ident] = first
     return unique
+
+
+def run_guardian(env: dict[str, str], *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``guardian ARGS`` in a subprocess with ``env``; output captured as text, never raises on
+    a non-zero exit."""
+    return subprocess.run(
+        [sys.executable, "-m", "guardian", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )

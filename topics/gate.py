@@ -68,6 +68,41 @@ _CORRELATION_SET = frozenset(_CORRELATION_FIELDS)
 _M = TypeVar("_M", bound=BaseModel)
 
 
+def _observation(
+    obj: dict[str, Any],
+    event_id: str,
+    device_id: str,
+    ctype: str,
+    source: str,
+    observed_at_ms: Any,
+    freshness_ms: Any,
+    ttl: Any,
+    conf: Any,
+    rcd: bool,
+    correlation: Any,
+    facts: dict[str, Any],
+) -> Observation:
+    """The admitted observation from its checked fields (``obj``: the record as read)."""
+    return _build(
+        Observation,
+        {
+            "event_id": event_id,
+            "device_id": device_id,
+            "type": ctype,
+            "source": source,
+            "observed_at_ms": observed_at_ms,
+            "freshness_ms": freshness_ms,
+            "ttl_ms": ttl,
+            "confidence": conf,
+            "privacy_class": "semantic_only",
+            "requires_cloud_decision": rcd,
+            "correlation": correlation,
+            "facts": facts,
+        },
+        set(obj),
+    )
+
+
 def _build(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
     """What ``cls.model_construct`` does for a model without aliases, extras or private
     attributes, given every field in declaration order: the caller has validated the values
@@ -550,24 +585,10 @@ class Gate:
                     return None
             elif not spec.allows(v):
                 return None
-        return _build(
-            Observation,
-            {
-                "event_id": event_id,
-                "device_id": device_id,
-                "type": ctype,
-                "source": source,
-                "observed_at_ms": observed_at_ms,
-                "freshness_ms": freshness_ms,
-                "ttl_ms": ttl,
-                "confidence": conf,
-                "privacy_class": "semantic_only",
-                "requires_cloud_decision": rcd,
-                "correlation": correlation,
-                "facts": facts,
-            },
-            set(obj),
-        )
+        return _observation(
+            obj, event_id, device_id, ctype, source, observed_at_ms, freshness_ms, ttl, conf, rcd,
+            correlation, facts,
+        )  # fmt: skip
 
     def _checked_observation(self, obj: dict[str, Any], key: Any) -> Observation:
         """§4.3 steps 2–4 in order, finding the reason and the paths of a rejection."""
@@ -676,24 +697,10 @@ class Gate:
                 + _paths_text(invalid),
                 invalid,
             )
-        return _build(
-            Observation,
-            {
-                "event_id": event_id,
-                "device_id": device_id,
-                "type": ctype,
-                "source": source,
-                "observed_at_ms": observed_at_ms,
-                "freshness_ms": freshness_ms,
-                "ttl_ms": ttl,
-                "confidence": conf,
-                "privacy_class": "semantic_only",
-                "requires_cloud_decision": rcd,
-                "correlation": correlation,
-                "facts": facts,
-            },
-            set(obj),
-        )
+        return _observation(
+            obj, event_id, device_id, ctype, source, observed_at_ms, freshness_ms, ttl, conf, rcd,
+            correlation, facts,
+        )  # fmt: skip
 
     def _clean(self, obj: dict[str, Any]) -> bool:
         """True when no forbidden key is anywhere in ``obj`` (keys known to be safe are skipped)."""

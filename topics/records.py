@@ -23,7 +23,7 @@ value (not ``available: false`` and not stale).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
 import orjson
 from pydantic import (
@@ -198,6 +198,17 @@ PLAN_CONTRACT_VERSION = "a2a-experience-policy-v1"
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+    #: the contract's optional fields that the JSON leaves out when they are None
+    omit_if_none: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in self.omit_if_none:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
     def to_json_dict(self) -> dict[str, Any]:
         """The record as the JSON object of the contract."""
         return self.model_dump(mode="json")
@@ -220,19 +231,20 @@ class OutputRecord(_Record):
 # --------------------------------------------------------------------------------------------
 
 
-class PlanStep(InputRecord):
+class _Step(_Record):
+    """A capability operation of a plan step or of a dispatch request (§3, §7)."""
+
     step_id: Id
     capability: Id
     operation: Id
     args: dict[str, JsonValue] = Field(default_factory=dict)
     depends_on: tuple[Id, ...] | None = None
 
-    @model_serializer(mode="wrap")
-    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("depends_on") is None:
-            data.pop("depends_on", None)
-        return data
+    omit_if_none = ("depends_on",)
+
+
+class PlanStep(_Step, InputRecord):
+    """One step of a plan; ``depends_on`` is left out of the JSON when None."""
 
 
 class Subscription(InputRecord):
@@ -275,12 +287,7 @@ class ExperiencePlan(InputRecord):
     decision_budget: DecisionBudget
     intervention_budget: InterventionBudget
 
-    @model_serializer(mode="wrap")
-    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("area_names") is None:
-            data.pop("area_names", None)
-        return data
+    omit_if_none = ("area_names",)
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,13 +319,7 @@ class Observation(InputRecord):
     correlation: Correlation | None = None
     facts: dict[str, FactValue]
 
-    @model_serializer(mode="wrap")
-    def _omit_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        for name in ("ttl_ms", "confidence", "correlation"):
-            if data.get(name) is None:
-                data.pop(name, None)
-        return data
+    omit_if_none = ("ttl_ms", "confidence", "correlation")
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,13 +342,7 @@ class Evidence(InputRecord):
             raise ValueError("security.area_patrolled evidence needs an area_id")
         return self
 
-    @model_serializer(mode="wrap")
-    def _omit_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        for name in ("signal", "area_id"):
-            if data.get(name) is None:
-                data.pop(name, None)
-        return data
+    omit_if_none = ("signal", "area_id")
 
 
 class TaskEvent(InputRecord):
@@ -451,21 +446,8 @@ class Decision(OutputRecord):
 # --------------------------------------------------------------------------------------------
 
 
-class DispatchRequest(OutputRecord):
+class DispatchRequest(_Step, OutputRecord):
     """One request; ``depends_on`` is left out of the JSON when None."""
-
-    step_id: Id
-    capability: Id
-    operation: Id
-    args: dict[str, JsonValue] = Field(default_factory=dict)
-    depends_on: tuple[Id, ...] | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("depends_on") is None:
-            data.pop("depends_on", None)
-        return data
 
 
 class Dispatch(OutputRecord):
@@ -510,12 +492,7 @@ class TimelineEntry(OutputRecord):
             raise ValueError("status is set exactly when stage is 'end'")
         return self
 
-    @model_serializer(mode="wrap")
-    def _omit_status(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("status") is None:
-            data.pop("status", None)
-        return data
+    omit_if_none = ("status",)
 
 
 # --------------------------------------------------------------------------------------------

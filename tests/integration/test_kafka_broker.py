@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from guardian.admin import admin_client, create_topics, partition_counts
 from guardian.kafka_local import LocalBroker, _read_cmdline
 from guardian.settings import Settings
+from tests.live import run_guardian
 from topics.names import TopicNames
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -52,15 +52,7 @@ def _local_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def _guardian(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "guardian", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-        check=False,
-    )
+    return run_guardian(env, *args, timeout_s=CLI_TIMEOUT_S)
 
 
 def _last_line(text: str) -> str:

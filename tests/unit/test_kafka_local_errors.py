@@ -20,6 +20,7 @@ import pytest
 
 from guardian.admin import probe_broker, wait_for_broker
 from guardian.kafka_local import COMPLETE_MARKER, KAFKA_VERSION, _java_major, _mvn_reason, free_port
+from tests.live import run_guardian
 
 CLI_TIMEOUT_S = 120
 
@@ -63,15 +64,7 @@ def _env(tmp_path: Path, bin_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def _guardian(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "guardian", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-        check=False,
-    )
+    return run_guardian(env, *args, timeout_s=CLI_TIMEOUT_S)
 
 
 def _one_failure_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from topics import records as r
+from topics.plans import guardian_plan
 from topics.schema import export_schemas
 
 SEED_OBSERVATION: dict[str, Any] = {
@@ -32,83 +33,10 @@ SEED_OBSERVATION: dict[str, Any] = {
     "facts": {"area_id": "2", "presence": "detected", "verification_state": "pending"},
 }
 
-SEED_PLAN: dict[str, Any] = {
-    "contract_version": "a2a-experience-policy-v1",
-    "experience_id": "exp_guardian_001",
-    "device_id": "airbot-0001",
-    "workflow_id": "wf_guardian_001",
-    "goal_id": "adaptive_home_guardian",
-    "goal_summary": "Check the home safely while the user is away, then return to the station.",
-    "created_at_ms": 1785400000000,
-    "areas": ["2", "3", "6"],
-    "area_names": {"2": "거실", "3": "안방", "6": "주방"},
-    "steps": [
-        {"step_id": "check_availability", "capability": "security_patrol", "operation": "check", "args": {}},
-        {
-            "step_id": "start_security",
-            "capability": "security_patrol",
-            "operation": "start",
-            "args": {"area_ids": ["2", "3", "6"]},
-            "depends_on": ["check_availability"],
-        },
-        {
-            "step_id": "patrol_areas",
-            "capability": "security_patrol",
-            "operation": "patrol",
-            "args": {},
-            "depends_on": ["start_security"],
-        },
-        {
-            "step_id": "stop_security",
-            "capability": "security_patrol",
-            "operation": "stop",
-            "args": {},
-            "depends_on": ["patrol_areas"],
-        },
-        {
-            "step_id": "return_home",
-            "capability": "movement",
-            "operation": "return_to_station",
-            "args": {},
-            "depends_on": ["stop_security"],
-        },
-    ],
-    "success_conditions": [
-        "admitted_area_patrol_completed",
-        "meaningful_security_events_handled",
-        "security_session_stopped",
-        "device_physically_docked",
-    ],
-    "constraints": [
-        "device_policy_is_authoritative",
-        "raw_vision_frame_never_enters_general_llm_context",
-        "user_cancel_always_wins",
-        "bounded_replan_only",
-    ],
-    "allowed_action_contracts": [
-        "security_patrol.pause",
-        "security_patrol.resume",
-        "security_patrol.stop",
-        "movement.move_to_room",
-        "movement.return_to_station",
-        "voice_content.speak",
-    ],
-    "observation_policy": {
-        "subscriptions": [
-            {"contract_id": c, "decision_mode": "supervisor", "step_ids": ["patrol_areas"]}
-            for c in (
-                "security.person_detected",
-                "security.verification_result",
-                "security.verification_timed_out",
-                "vision.low_light_changed",
-                "security.condition_changed",
-                "security.session_state_changed",
-            )
-        ]
-    },
-    "decision_budget": {"max_decisions": 3},
-    "intervention_budget": {"local_retry": 1, "cloud_replan": 2, "user_question": 1},
-}
+#: the §3 example (the template ``guardian start`` sends is that very plan)
+SEED_PLAN: dict[str, Any] = guardian_plan(
+    "airbot-0001", experience_id="exp_guardian_001", workflow_id="wf_guardian_001"
+)
 
 SEED_TASK_EVENT: dict[str, Any] = {
     "event_id": "te_0001",
