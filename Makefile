@@ -18,7 +18,7 @@ venv: $(STAMP)
 
 ## make test: the whole suite (unit tier without a broker, integration tier on a real Kafka broker).
 test: $(STAMP)
-	scripts/ensure-debian-tools chromium:chromium kcat:kcat
+	scripts/ensure-debian-tools chromium:chromium kcat:kcat fonts-noto-cjk
 	$(BIN)/guardian kafka fetch
 	$(BIN)/python -m pytest -m "not reliability" $(PYTEST_ARGS)
 

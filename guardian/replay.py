@@ -21,6 +21,7 @@ import orjson
 from guardian.settings import Settings
 from pipeline.core import Decider, Pipeline
 from pipeline.runner import MemoryStore, Processor
+from report.html import DeviceStateChange, device_state_change
 from supervisor import rules
 from supervisor.verdict import DECISIONS, Verdict
 from tables.state import ExperienceState, Trigger
@@ -136,6 +137,8 @@ class ReplayResult:
     outs: dict[str, list[dict[str, Any]]]
     summary: dict[str, Any]
     divergences: list[dict[str, Any]]
+    #: network and voice observations of the input (they write no timeline entry): the report's bands
+    device_states: list[DeviceStateChange] = field(default_factory=list)
 
 
 def replay_records(
@@ -177,7 +180,10 @@ def replay_records(
         for o in items:
             outs[o.kind].append(o.value)
 
+    device_states: list[DeviceStateChange] = []
     for r in inputs:
+        if r.suffix == "observations" and (change := device_state_change(r.ts, r.value)) is not None:
+            device_states.append(change)
         done = processor.process(
             store,
             r.suffix,
@@ -197,7 +203,7 @@ def replay_records(
             divergences.append({"trigger_event_id": event_id, "kind": "no_recorded_decision"})
     summary = build_summary(outs, mode)
     summary["divergences"] = len(divergences)
-    return ReplayResult(outs=outs, summary=summary, divergences=divergences)
+    return ReplayResult(outs=outs, summary=summary, divergences=divergences, device_states=device_states)
 
 
 def _divergences(recorded: RecordedDecisions, produced: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -264,14 +270,14 @@ def write_outputs(result: ReplayResult, out_dir: Path) -> None:
         with (out_dir / "divergences.jsonl").open("wb") as fh:
             for d in result.divergences:
                 fh.write(orjson.dumps(d) + b"\n")
-    write_report(out_dir)
+    write_report(out_dir, result.device_states)
 
 
-def write_report(out_dir: Path) -> Path | None:
+def write_report(out_dir: Path, device_states: Iterable[DeviceStateChange] = ()) -> Path | None:
     """The incident report next to the outputs (report.html)."""
     from report.html import render_report_from_dir
 
-    return render_report_from_dir(out_dir)
+    return render_report_from_dir(out_dir, device_states=device_states)
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:

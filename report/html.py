@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
@@ -28,7 +28,11 @@ from topics import records
 Record = Mapping[str, Any]
 
 STAGES: Final[tuple[str, ...]] = ("goal", "observe", "decide", "act", "evidence", "end", "drop")
-STATUSES: Final[tuple[str, ...]] = (*records.END_STATUSES, "active")
+# ``blocked`` (preconditions not met) is listed even where the enum predates it
+STATUSES: Final[tuple[str, ...]] = tuple(dict.fromkeys((*records.END_STATUSES, "blocked", "active")))
+#: Lane severity, most severe first: these statuses, then diverged lanes, then lanes with dead letters.
+SEVERE_STATUSES: Final[tuple[str, ...]] = ("aborted", "failed", "blocked")
+SEVERITY_LABELS: Final[tuple[str, ...]] = (*SEVERE_STATUSES, "diverged", "dead letters", "other")
 # the contract's own enums (topics.records), in the order the overview lists them
 DROP_REASONS: Final[tuple[str, ...]] = records.DROP_REASONS
 DECISIONS: Final[tuple[str, ...]] = records.DECISIONS
@@ -136,6 +140,105 @@ def _water_fill(sizes: Sequence[int], budget: int, lo: int, hi: int) -> int:
     return best
 
 
+# --------------------------------------------------------------------------- network and voice state
+
+#: The unscoped observations that only update the device snapshot (they write no timeline entry):
+#: the report draws them as bands. contract -> band kind.
+STATE_CONTRACTS: Final[dict[str, str]] = {
+    "network.aws_iot_session_changed": "network",
+    "voice_llm.pipeline_state_changed": "voice",
+}
+_STATE_MARKERS: Final = tuple(c.encode() for c in STATE_CONTRACTS)
+#: The resting state of each kind: a band is drawn while the state is anything else.
+_RESTING: Final[dict[str, str]] = {"network": "connected", "voice": "idle"}
+_NETWORK_STATES: Final = ("connected", "disconnected", "reconnecting")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStateChange:
+    """A network or voice observation as it reached the pipeline (its receive time and reported state)."""
+
+    device_id: str
+    kind: str  # "network" or "voice"
+    at_ms: int
+    event_id: str
+    state: str  # network: connected / disconnected / reconnecting; voice: active / idle
+
+
+def device_state_change(received_at_ms: int, value: bytes | None) -> DeviceStateChange | None:
+    """The network or voice state an observation record reports, or None for any other record.
+
+    Cheap for other records (a substring test before parsing), so a replay can offer every
+    observation it reads. A record the gate dead-letters is left out later, by its event ID.
+    """
+    if value is None or not any(m in value for m in _STATE_MARKERS):
+        return None
+    try:
+        obj = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    kind = STATE_CONTRACTS.get(str(obj.get("type")))
+    device, event_id, facts = obj.get("device_id"), obj.get("event_id"), obj.get("facts")
+    if kind is None or not isinstance(device, str) or not isinstance(event_id, str):
+        return None
+    if not isinstance(facts, dict):
+        return None
+    state: str | None = None
+    if kind == "network":
+        session, connected = facts.get("session_state"), facts.get("connected")
+        if session in _NETWORK_STATES:
+            state = str(session)
+        elif isinstance(connected, bool):
+            state = "connected" if connected else "disconnected"
+    else:
+        active = facts.get("voice_session_active")
+        if isinstance(active, bool):
+            state = "active" if active else "idle"
+    if state is None:
+        return None
+    return DeviceStateChange(device, kind, received_at_ms, event_id, state)
+
+
+@dataclass(frozen=True, slots=True)
+class StateInterval:
+    """A stretch of time a device spent out of its resting network or voice state."""
+
+    kind: str
+    state: str
+    start_ms: int
+    end_ms: int | None  # None: still so at the end of the input
+    start_event: str
+    end_event: str | None
+
+
+def _state_intervals(changes: Iterable[DeviceStateChange]) -> dict[str, list[StateInterval]]:
+    """Per device, the intervals out of the resting state, in time order."""
+    by_device: dict[tuple[str, str], list[DeviceStateChange]] = {}
+    for c in changes:
+        by_device.setdefault((c.device_id, c.kind), []).append(c)
+    out: dict[str, list[StateInterval]] = {}
+    for (device, kind), items in sorted(by_device.items()):
+        items.sort(key=lambda c: c.at_ms)
+        current: DeviceStateChange | None = None
+        for c in items:
+            if current is not None and c.state == current.state:
+                continue
+            if current is not None and current.state != _RESTING[kind]:
+                out.setdefault(device, []).append(
+                    StateInterval(kind, current.state, current.at_ms, c.at_ms, current.event_id, c.event_id)
+                )
+            current = c
+        if current is not None and current.state != _RESTING[kind]:
+            out.setdefault(device, []).append(
+                StateInterval(kind, current.state, current.at_ms, None, current.event_id, None)
+            )
+    for intervals in out.values():
+        intervals.sort(key=lambda i: (i.start_ms, i.kind))
+    return out
+
+
 # --------------------------------------------------------------------------- the model
 
 
@@ -148,10 +251,33 @@ class _Lane:
     decisions: list[Record] = field(default_factory=list)
     dispatches: list[Record] = field(default_factory=list)
     status: str = ""
+    dead_letters: list[Record] = field(default_factory=list)
+    #: cross_device dead letters of other devices whose correlation names this lane's experience
+    foreign_dead: list[Record] = field(default_factory=list)
+    divergences: list[Record] = field(default_factory=list)
+    states: list[StateInterval] = field(default_factory=list)
 
     @property
     def is_experience(self) -> bool:
         return self.experience_id != ""
+
+    def window(self) -> tuple[int, int] | None:
+        """First and last time of the lane's entries, decisions, dispatches and dead letters."""
+        times = [t for t in (_int(r, "at_ms") for r in self.entries) if t is not None]
+        times += [t for t in (_int(r, "decided_at_ms") for r in self.decisions) if t is not None]
+        times += [t for t in (_int(r, "created_at_ms") for r in self.dispatches) if t is not None]
+        times += [t for t in (_int(r, "received_at_ms") for r in self.dead_letters) if t is not None]
+        return (min(times), max(times)) if times else None
+
+    def severity(self) -> int:
+        """0 = most severe (SEVERITY_LABELS)."""
+        if self.status in SEVERE_STATUSES:
+            return SEVERE_STATUSES.index(self.status)
+        if self.divergences:
+            return len(SEVERE_STATUSES)
+        if self.dead_letters or self.foreign_dead:
+            return len(SEVERE_STATUSES) + 1
+        return len(SEVERE_STATUSES) + 2
 
 
 def _sort_key(indexed: tuple[int, Record]) -> tuple[int, int, int]:
@@ -166,6 +292,9 @@ def _build_lanes(
     dispatches: Sequence[Record],
     timeline: Sequence[Record],
     statuses: Mapping[str, str],
+    dead_letters: Sequence[Record] = (),
+    divergences: Sequence[Record] = (),
+    state_changes: Iterable[DeviceStateChange] = (),
 ) -> list[_Lane]:
     lanes: dict[str, _Lane] = {}
 
@@ -199,6 +328,24 @@ def _build_lanes(
             status = next((s for s in reversed(ends) if s), "active")
         lane.status = str(status)
 
+    _place_dead_letters(lanes, lane_for, dead_letters)
+    for lane in lanes.values():
+        if not lane.is_experience:
+            lane.status = NO_EXPERIENCE
+    _place_divergences(lanes.values(), divergences)
+    dead_events = {(_str(d, "key"), _str(d, "event_id")) for d in dead_letters if d.get("event_id")}
+    intervals = _state_intervals(c for c in state_changes if (c.device_id, c.event_id) not in dead_events)
+    for lane in lanes.values():
+        window = lane.window()
+        if window is None:
+            continue
+        lo, hi = window
+        lane.states = [
+            i
+            for i in intervals.get(lane.device_id, ())
+            if i.start_ms <= hi and (i.end_ms is None or i.end_ms >= lo)
+        ]
+
     def order(lane: _Lane) -> tuple[str, int, int, str]:
         times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
         times += [t for t in (_int(r, "decided_at_ms") for r in lane.decisions) if t is not None]
@@ -206,6 +353,70 @@ def _build_lanes(
         return (lane.device_id, 0 if lane.is_experience else 1, first, lane.experience_id)
 
     return sorted(lanes.values(), key=order)
+
+
+def _place_dead_letters(
+    lanes: Mapping[str, _Lane], lane_for: Callable[[str, str], _Lane], dead_letters: Sequence[Record]
+) -> None:
+    """Each dead letter goes to its device's experience lane running at its receive time, else to
+    the device's "no experience" lane; a ``cross_device`` letter is also shown in the lane of the
+    experience its correlation names."""
+    spans: dict[str, list[tuple[int, int | None, _Lane]]] = {}
+    for lane in lanes.values():
+        if not lane.is_experience:
+            continue
+        goal = next((_int(r, "at_ms") for r in lane.entries if _str(r, "stage") == "goal"), None)
+        if goal is None:
+            continue
+        end = next((_int(r, "at_ms") for r in lane.entries if _str(r, "stage") == "end"), None)
+        spans.setdefault(lane.device_id, []).append((goal, end, lane))
+    by_experience = {lane.experience_id: lane for lane in lanes.values() if lane.is_experience}
+    for rec in dead_letters:
+        device = _str(rec, "key")
+        at = _int(rec, "received_at_ms")
+        home: _Lane | None = None
+        if at is not None:
+            for start, end, lane in sorted(spans.get(device, ()), key=lambda s: s[0]):
+                if start <= at and (end is None or at <= end):
+                    home = lane
+        if home is None:
+            home = lane_for("", device)
+        home.dead_letters.append(rec)
+        target = by_experience.get(_correlated_experience(rec))
+        if target is not None and target is not home:
+            target.foreign_dead.append(rec)
+
+
+def _correlated_experience(rec: Record) -> str:
+    """The experience a ``cross_device`` letter's correlation names (its redacted copy keeps it)."""
+    if _str(rec, "reason_code") != "cross_device" or not isinstance(rec.get("payload"), str):
+        return ""
+    try:
+        payload = json.loads(str(rec["payload"]))
+    except ValueError:
+        return ""
+    corr = payload.get("correlation") if isinstance(payload, dict) else None
+    exp = corr.get("experience_id") if isinstance(corr, dict) else None
+    return exp if isinstance(exp, str) else ""
+
+
+def _place_divergences(lanes: Iterable[_Lane], divergences: Sequence[Record]) -> list[Record]:
+    """Attach each divergence to the lane whose decision (or timeline) has its trigger; return the rest."""
+    by_trigger: dict[str, _Lane] = {}
+    for lane in lanes:
+        for rec in lane.entries:
+            if _str(rec, "stage") in ("observe", "drop"):
+                by_trigger.setdefault(_str(rec, "ref_id"), lane)
+        for rec in lane.decisions:
+            by_trigger[_str(rec, "trigger_event_id")] = lane
+    unplaced: list[Record] = []
+    for div in divergences:
+        home = by_trigger.get(_str(div, "trigger_event_id"))
+        if home is None:
+            unplaced.append(div)
+        else:
+            home.divergences.append(div)
+    return unplaced
 
 
 # --------------------------------------------------------------------------- overview
@@ -365,21 +576,37 @@ def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
         last = t if t is not None else last
         times.append(last)
     xs = _positions(times)
-    height = _TOP + _ROW * len(STAGES) + _AXIS
-    row_y = {stage: _TOP + _ROW * i + _ROW / 2 for i, stage in enumerate(STAGES)}
+    kinds = [k for k in _RESTING if any(i.kind == k for i in lane.states)]
+    rows = (*STAGES, *kinds)
+    height = _TOP + _ROW * len(rows) + _AXIS
+    row_y = {row: _TOP + _ROW * i + _ROW / 2 for i, row in enumerate(rows)}
 
     parts = [
         f'<svg class="chart" viewBox="0 0 {_W:.0f} {height:.0f}" role="img" '
         f'aria-label="timeline of {_e(lane.experience_id or lane.device_id)}">'
     ]
-    for i, stage in enumerate(STAGES):
+    for i, row in enumerate(rows):
         y = _TOP + _ROW * i
+        cls = "rowlbl" if row in STAGES else "rowlbl staterow"
         parts.append(
             f'<rect class="band{i % 2}" x="0" y="{y:.0f}" width="{_W:.0f}" height="{_ROW:.0f}"/>'
-            f'<text class="rowlbl" x="8" y="{y + _ROW / 2 + 4:.0f}">{stage.capitalize()}</text>'
+            f'<text class="{cls}" x="8" y="{y + _ROW / 2 + 4:.0f}">{row.capitalize()}</text>'
         )
+    # network and voice state: a band per stretch out of the resting state
+    if times:
+        for interval in lane.states:
+            start = max(interval.start_ms, times[0])
+            end = times[-1] if interval.end_ms is None else min(interval.end_ms, times[-1])
+            x0 = _x_at(start, times, xs)
+            x1 = max(_x_at(end, times, xs), x0 + 3.0)
+            y = row_y[interval.kind] - _ROW / 2 + 2
+            parts.append(
+                f'<rect class="sband sb-{_e(interval.kind)}-{_e(interval.state)}" x="{x0:.1f}" y="{y:.1f}" '
+                f'width="{x1 - x0:.1f}" height="{_ROW - 4:.0f}" rx="3"><title>{_e(_interval_text(interval))}'
+                "</title></rect>"
+            )
     # time axis
-    axis_y = _TOP + _ROW * len(STAGES)
+    axis_y = _TOP + _ROW * len(rows)
     parts.append(f'<line class="axis" x1="{_X0:.0f}" y1="{axis_y:.0f}" x2="{_X1:.0f}" y2="{axis_y:.0f}"/>')
     if times:
         t0, t1 = times[0], times[-1]
@@ -431,6 +658,13 @@ def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
     return "".join(parts), len(shown)
 
 
+def _interval_text(interval: StateInterval) -> str:
+    end = "end of input" if interval.end_ms is None else _fmt_clock(interval.end_ms)
+    span = "" if interval.end_ms is None else f" ({_fmt_dur(interval.end_ms - interval.start_ms)})"
+    what = "voice session active" if interval.kind == "voice" else f"network {interval.state}"
+    return f"{what}: {_fmt_clock(interval.start_ms)} → {end}{span}"
+
+
 def _x_at(t: int, times: Sequence[int], xs: Sequence[float]) -> float:
     """The x of time t on the (monotone, piecewise linear) mark scale."""
     j = bisect.bisect_right(times, t)
@@ -447,19 +681,53 @@ def _x_at(t: int, times: Sequence[int], xs: Sequence[float]) -> float:
 # --------------------------------------------------------------------------- per-lane sections
 
 
-def _entries_table(lane: _Lane, cap: int) -> str:
+def _rendered(n: int, cap: int) -> tuple[list[int], int]:
+    """Positions of the entry rows a lane's table shows, and where the "more" row goes (-1: none)."""
+    if n <= cap:
+        return list(range(n)), -1
+    head_n = cap // 2
+    tail_n = cap - head_n
+    return [*range(head_n), *range(n - tail_n, n)], head_n
+
+
+def _anchors(index: int, lane: _Lane, cap: int) -> dict[str, str]:
+    """event ID -> the element of this lane that shows it: a timeline row, or a network/voice band."""
+    found: dict[str, str] = {}
+    for k, interval in enumerate(lane.states):
+        found.setdefault(interval.start_event, f"l{index}-s{k}")
+        if interval.end_event:
+            found.setdefault(interval.end_event, f"l{index}-s{k}")
+    shown, _ = _rendered(len(lane.entries), cap)
+    for pos in shown:
+        rec = lane.entries[pos]
+        if _str(rec, "stage") in ("observe", "drop", "evidence"):
+            found[_str(rec, "ref_id")] = f"l{index}-e{pos}"
+    return found
+
+
+def _ref_link(event_id: str, anchors: Mapping[str, str]) -> str:
+    target = anchors.get(event_id)
+    if not event_id:
+        return '<span class="muted">—</span>'
+    if target is None:
+        return _e(event_id)
+    return f'<a class="jump" href="#{target}" data-jump="{target}">{_e(event_id)}</a>'
+
+
+def _entries_table(index: int, lane: _Lane, cap: int) -> str:
     entries = lane.entries
     if not entries:
         return '<p class="muted">No timeline entries.</p>'
     t0 = next((t for t in (_int(r, "at_ms") for r in entries) if t is not None), None)
 
-    def row(rec: Record) -> str:
+    def row(pos: int) -> str:
+        rec = entries[pos]
         stage = _str(rec, "stage")
         at = _int(rec, "at_ms")
         rel = f"+{_fmt_dur(at - t0)}" if at is not None and t0 is not None else ""
         note = _str(rec, "drop_reason") or (_str(rec, "status") if stage == "end" else "")
         return (
-            f'<tr><td class="mono num">{_e(_str(rec, "seq"))}</td>'
+            f'<tr id="l{index}-e{pos}"><td class="mono num">{_e(_str(rec, "seq"))}</td>'
             f'<td class="mono" title="{_e(_fmt_time(at))}">{_e(_fmt_clock(at))}</td>'
             f'<td class="mono rel">{_e(rel)}</td>'
             f'<td><span class="stg k-{_known(stage, STAGES)}">{_e(stage)}</span></td>'
@@ -468,22 +736,20 @@ def _entries_table(lane: _Lane, cap: int) -> str:
             f'<td class="mono">{_e(note)}</td></tr>'
         )
 
-    if len(entries) <= cap:
-        body = "".join(row(r) for r in entries)
-    else:
-        head_n = cap // 2
-        tail_n = cap - head_n
-        hidden = len(entries) - cap
-        body = (
-            "".join(row(r) for r in entries[:head_n])
-            + f'<tr class="more"><td colspan="7">… {_n(hidden)} more entries not shown '
-            f"(first {head_n} and last {tail_n} of {_n(len(entries))}) …</td></tr>"
-            + "".join(row(r) for r in entries[len(entries) - tail_n :])
-        )
+    shown, gap = _rendered(len(entries), cap)
+    rows = []
+    for k, pos in enumerate(shown):
+        if k == gap:
+            hidden = len(entries) - cap
+            rows.append(
+                f'<tr class="more"><td colspan="7">… {_n(hidden)} more entries not shown '
+                f"(first {gap} and last {cap - gap} of {_n(len(entries))}) …</td></tr>"
+            )
+        rows.append(row(pos))
     return (
-        '<table class="entries"><thead><tr><th>seq</th><th>time (UTC)</th><th>Δ</th><th>stage</th>'
-        "<th>ref_id</th><th>summary</th><th>drop reason / status</th></tr></thead>"
-        f"<tbody>{body}</tbody></table>"
+        '<div class="scroll"><table class="entries"><thead><tr><th>seq</th><th>time (UTC)</th><th>Δ</th>'
+        "<th>stage</th><th>ref_id</th><th>summary</th><th>drop reason / status</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
@@ -494,8 +760,25 @@ def _capped(rows: list[str], total: int, what: str) -> str:
     return "".join(rows)
 
 
-def _decisions_html(lane: _Lane) -> str:
-    if not lane.decisions:
+def _divergence_text(div: Record) -> str:
+    kind = _str(div, "kind")
+    if kind == "different":
+        return (
+            f"{_str(div, 'field')}: recorded {json.dumps(div.get('recorded'), ensure_ascii=False)} "
+            f"→ replayed {json.dumps(div.get('replayed'), ensure_ascii=False)}"
+        )
+    if kind == "not_reproduced":
+        return f"recorded decision {_str(div, 'recorded') or '?'} was not reproduced by the replay"
+    if kind == "no_recorded_decision":
+        return "no recorded decision for this trigger: the rules decided"
+    return kind or "diverged"
+
+
+def _decisions_html(lane: _Lane, anchors: Mapping[str, str]) -> str:
+    diverged: dict[str, list[Record]] = {}
+    for div in lane.divergences:
+        diverged.setdefault(_str(div, "trigger_event_id"), []).append(div)
+    if not lane.decisions and not diverged:
         return ""
     recs = sorted(lane.decisions, key=lambda r: _int(r, "decided_at_ms") or 0)
     rows = []
@@ -508,24 +791,41 @@ def _decisions_html(lane: _Lane) -> str:
         )
         decision = _str(rec, "decision")
         backend = _str(rec, "backend")
+        trigger = _str(rec, "trigger_event_id")
+        divs = diverged.pop(trigger, [])
+        mark = ""
+        if divs:
+            items = "".join(f"<li>{_e(_divergence_text(d))}</li>" for d in divs)
+            mark = f'<span class="badge diverged">diverged</span><ul class="divs">{items}</ul>'
         rows.append(
-            f'<tr><td class="mono">{_e(_fmt_clock(_int(rec, "decided_at_ms")))}</td>'
-            f'<td><span class="badge dc-{_known(decision, DECISIONS)}">{_e(decision)}</span></td>'
+            f'<tr class="{"diverged" if divs else ""}" data-decision-id="{_e(_str(rec, "decision_id"))}">'
+            f'<td class="mono">{_e(_fmt_clock(_int(rec, "decided_at_ms")))}</td>'
+            f'<td><span class="badge dc-{_known(decision, DECISIONS)}">{_e(decision)}</span>{mark}</td>'
             f'<td class="mono">{_e(_str(rec, "reason_code"))}</td>'
             f'<td><span class="badge be-{_known(backend, BACKENDS)}">{_e(backend)}</span></td>'
             f"<td>{_e(_str(rec, 'rationale'))}</td>"
-            f'<td class="mono id">{_e(_str(rec, "trigger_event_id"))}</td>'
+            f'<td class="mono id">{_ref_link(trigger, anchors)}</td>'
             f'<td class="mono small">{_e(budget_txt)}</td></tr>'
         )
-    return (
-        f"<h4>Decisions ({_n(len(recs))})</h4>"
-        '<table class="detail"><thead><tr><th>time</th><th>decision</th><th>reason</th><th>backend</th>'
-        "<th>rationale</th><th>trigger</th><th>budget after</th></tr></thead>"
-        f"<tbody>{_capped(rows, len(recs), 'decisions')}</tbody></table>"
-    )
+    html = ""
+    if recs:
+        html = (
+            f"<h4>Decisions ({_n(len(recs))})</h4>"
+            '<div class="scroll"><table class="detail decisions"><thead><tr><th>time</th><th>decision</th>'
+            "<th>reason</th><th>backend</th><th>rationale</th><th>trigger</th><th>budget after</th></tr>"
+            f"</thead><tbody>{_capped(rows, len(recs), 'decisions')}</tbody></table></div>"
+        )
+    if diverged:
+        items = "".join(
+            f'<li class="diverged">{_ref_link(trigger, anchors)}: {_e(_divergence_text(d))}</li>'
+            for trigger, divs in diverged.items()
+            for d in divs
+        )
+        html += f'<h4>Divergences without a replayed decision</h4><ul class="divs">{items}</ul>'
+    return html
 
 
-def _dispatches_html(lane: _Lane) -> str:
+def _dispatches_html(lane: _Lane, anchors: Mapping[str, str]) -> str:
     if not lane.dispatches:
         return ""
     recs = sorted(lane.dispatches, key=lambda r: _int(r, "created_at_ms") or 0)
@@ -546,16 +846,61 @@ def _dispatches_html(lane: _Lane) -> str:
             f'<tr><td class="mono">{_e(_fmt_clock(_int(rec, "created_at_ms")))}</td>'
             f"<td>{ops_html}</td>"
             f"<td>{_e(tts) if tts else '<span class=muted>—</span>'}</td>"
+            f'<td class="mono id trig">{_ref_link(_str(rec, "trigger_event_id"), anchors)}</td>'
             f'<td class="mono small">{_e(_str(rec, "kind"))}</td>'
             f'<td class="mono id">{_e(_str(rec, "dispatch_id"))}</td>'
             f'<td class="mono id">{_e(origin)}</td></tr>'
         )
     return (
         f"<h4>Dispatches ({_n(len(recs))})</h4>"
-        '<table class="detail"><thead><tr><th>time</th><th>requests</th><th>tts</th><th>kind</th>'
-        "<th>dispatch_id</th><th>decision</th></tr></thead>"
-        f"<tbody>{_capped(rows, len(recs), 'dispatches')}</tbody></table>"
+        '<div class="scroll"><table class="detail dispatches"><thead><tr><th>time</th><th>requests</th>'
+        "<th>tts</th><th>trigger</th><th>kind</th><th>dispatch_id</th><th>decision</th></tr></thead>"
+        f"<tbody>{_capped(rows, len(recs), 'dispatches')}</tbody></table></div>"
     )
+
+
+def _dead_letters_html(lane: _Lane) -> str:
+    recs = [(r, False) for r in lane.dead_letters] + [(r, True) for r in lane.foreign_dead]
+    if not recs:
+        return ""
+    recs.sort(key=lambda rf: _int(rf[0], "received_at_ms") or 0)
+    rows = []
+    for rec, foreign in recs[:DETAIL_ROWS_MAX]:
+        reason = _str(rec, "reason_code")
+        paths = rec.get("offending_paths")
+        paths_txt = ", ".join(str(p) for p in paths) if isinstance(paths, list) else ""
+        source = f"{_str(rec, 'source_topic')} [{_str(rec, 'partition')}] @{_str(rec, 'offset')}"
+        note = f" (from device {_str(rec, 'key')}, naming this experience)" if foreign else ""
+        # the payload copy is never shown: the source topic, partition and offset point to the original
+        rows.append(
+            f'<tr class="dlrow" data-reason="{_e(reason)}">'
+            f'<td class="mono">{_e(_fmt_clock(_int(rec, "received_at_ms")))}</td>'
+            f'<td><span class="badge dl-{_known(reason, DEAD_LETTER_REASONS)}">{_e(reason)}</span></td>'
+            f'<td class="mono small">{_e(source)}</td>'
+            f'<td class="mono id">{_e(_str(rec, "event_id") or "—")}</td>'
+            f"<td>{_e(_str(rec, 'detail'))}{_e(note)}</td>"
+            f'<td class="mono small">{_e(paths_txt or "—")}</td></tr>'
+        )
+    return (
+        f"<h4>Dead letters ({_n(len(recs))})</h4>"
+        '<div class="scroll"><table class="detail deadletters"><thead><tr><th>received</th><th>reason</th>'
+        "<th>source (topic [partition] @offset)</th><th>event_id</th><th>detail</th>"
+        "<th>offending paths</th></tr></thead>"
+        f"<tbody>{_capped(rows, len(recs), 'dead letters')}</tbody></table></div>"
+    )
+
+
+def _states_html(index: int, lane: _Lane) -> str:
+    if not lane.states:
+        return ""
+    items = "".join(
+        f'<li id="l{index}-s{k}" class="st-item sb-{_e(i.kind)}-{_e(i.state)}">'
+        f"<b>{_e(_interval_text(i))}</b> "
+        f'<span class="mono id">{_e(i.start_event)}{" → " + _e(i.end_event) if i.end_event else ""}</span>'
+        "</li>"
+        for k, i in enumerate(lane.states)
+    )
+    return f'<h4>Network and voice state</h4><ul class="states">{items}</ul>'
 
 
 def _evidence_html(lane: _Lane) -> str:
@@ -580,28 +925,92 @@ def _evidence_html(lane: _Lane) -> str:
     return f'<h4>{_e(title)}</h4><ul class="evidence">{note}{items}</ul>'
 
 
-def _lane_html(index: int, lane: _Lane, table_cap: int, svg_cap: int, open_: bool) -> str:
+@dataclass(frozen=True)
+class _Axis:
+    """The shared time axis: every lane's strip on one linear scale."""
+
+    t0: int
+    t1: int
+
+    def x(self, t: int) -> float:
+        if self.t1 <= self.t0:
+            return _X0
+        return _X0 + (_X1 - _X0) * (min(max(t, self.t0), self.t1) - self.t0) / (self.t1 - self.t0)
+
+
+def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
+    """One row per lane on the shared axis: the lane's span, its bands, decisions, dispatches,
+    drops and dead letters."""
+    window = lane.window()
+    if window is None:
+        return ""
+    lo, hi = window
+    h = 18.0
+    parts = [
+        f'<svg class="shared" viewBox="0 0 {_W:.0f} {h:.0f}" role="img" aria-label="on the shared axis">'
+    ]
+    parts.append(
+        f'<rect class="span" x="{axis.x(lo):.1f}" y="7" width="{max(axis.x(hi) - axis.x(lo), 2):.1f}" '
+        f'height="4" rx="2"><title>{_e(_fmt_time(lo))} → {_e(_fmt_time(hi))}</title></rect>'
+    )
+    for i in lane.states:
+        x0 = axis.x(max(i.start_ms, lo))
+        x1 = axis.x(hi if i.end_ms is None else min(i.end_ms, hi))
+        parts.append(
+            f'<rect class="sband sb-{_e(i.kind)}-{_e(i.state)}" x="{x0:.1f}" y="2" '
+            f'width="{max(x1 - x0, 2):.1f}" height="14"><title>{_e(_interval_text(i))}</title></rect>'
+        )
+    marks: list[tuple[int, str, str]] = []
+    for rec in lane.entries:
+        stage = _str(rec, "stage")
+        at = _int(rec, "at_ms")
+        if at is not None and stage in ("decide", "act", "drop", "end", "goal"):
+            marks.append((at, f"k-{stage}", f"{stage}: {_str(rec, 'summary')}"))
+    for rec in lane.dead_letters:
+        at = _int(rec, "received_at_ms")
+        if at is not None:
+            marks.append((at, "k-dead", f"dead letter: {_str(rec, 'reason_code')}"))
+    if len(marks) > cap:
+        step = len(marks) / cap
+        marks = [marks[int(i * step)] for i in range(cap)]
+    for at, cls, tip in marks:
+        parts.append(
+            f'<circle class="{cls}" cx="{axis.x(at):.1f}" cy="9" r="3.5"><title>{_e(tip)}</title></circle>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _lane_html(index: int, lane: _Lane, table_cap: int, svg_cap: int, open_: bool, axis: _Axis) -> str:
     status = lane.status
     times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
     span = f"{_fmt_time(min(times))} · {_fmt_dur(max(times) - min(times))}" if times else "no timeline"
+    drop_reasons = sorted({_str(r, "drop_reason") for r in lane.entries if _str(r, "stage") == "drop"})
     drops = sum(1 for r in lane.entries if _str(r, "stage") == "drop")
+    dead = len(lane.dead_letters) + len(lane.foreign_dead)
     if lane.is_experience:
         name = f'<span class="mono exp">{_e(lane.experience_id)}</span>'
         badge = f'<span class="badge st-{_known(status, STATUSES)}">{_e(status)}</span>'
     else:
         name = '<span class="noexp">no experience</span>'
         badge = '<span class="badge st-other">unscoped</span>'
+    if lane.divergences:
+        badge += f'<span class="badge diverged">{_plural(len(lane.divergences), "divergence")}</span>'
+    if dead:
+        badge += f'<span class="badge deadcount">{_plural(dead, "dead letter")}</span>'
     meta = (
         f"{_n(len(lane.entries))} {'entry' if len(lane.entries) == 1 else 'entries'} · "
         f"{_plural(drops, 'drop')} · {_plural(len(lane.decisions), 'decision')} · "
-        f"{_n(len(lane.dispatches))} {'dispatch' if len(lane.dispatches) == 1 else 'dispatches'} · {span}"
+        f"{_n(len(lane.dispatches))} {'dispatch' if len(lane.dispatches) == 1 else 'dispatches'} · "
+        f"{_plural(dead, 'dead letter')} · {span}"
     )
     summary = (
         f"<summary>{name}"
         f'<button type="button" class="dev mono" data-filter-device="{_e(lane.device_id)}" '
         f'title="show only this device">{_e(lane.device_id or "?")}</button>'
-        f'{badge}<span class="meta">{_e(meta)}</span></summary>'
+        f'{badge}<span class="meta">{_e(meta)}</span>{_shared_strip(lane, axis, SVG_MARKS_MIN * 3)}</summary>'
     )
+    anchors = _anchors(index, lane, table_cap)
     body: list[str] = []
     if lane.entries:
         chart, shown = _chart(lane, svg_cap)
@@ -612,16 +1021,27 @@ def _lane_html(index: int, lane: _Lane, table_cap: int, svg_cap: int, open_: boo
                 f'<p class="cap">Chart shows {_n(shown)} of {_n(charted)} entries: every goal, observe, '
                 "decide, act, evidence and end entry is kept first; drops are sampled evenly.</p>"
             )
+    facts = _states_html(index, lane) + _dead_letters_html(lane)
     if lane.is_experience:
-        facts = _decisions_html(lane) + _dispatches_html(lane) + _evidence_html(lane)
+        facts += _decisions_html(lane, anchors) + _dispatches_html(lane, anchors) + _evidence_html(lane)
+    if facts:
         body.append(f'<div class="facts">{facts}</div>')
     body.append(
         f'<details class="tbl"{" open" if open_ else ""}><summary>Timeline entries '
-        f"({_n(len(lane.entries))})</summary>{_entries_table(lane, table_cap)}</details>"
+        f"({_n(len(lane.entries))})</summary>{_entries_table(index, lane, table_cap)}</details>"
     )
+
+    def words(values: Iterable[str]) -> str:
+        return _e(" ".join(sorted({v for v in values if v})))
+
     return (
         f'<section class="lane" id="lane-{index}" data-experience="{_e(lane.experience_id)}" '
-        f'data-device="{_e(lane.device_id)}" data-status="{_e(status)}">'
+        f'data-device="{_e(lane.device_id)}" data-status="{_e(status)}" data-order="{index}" '
+        f'data-sev="{lane.severity()}" data-decisions="{words(_str(r, "decision") for r in lane.decisions)}" '
+        f'data-backends="{words(_str(r, "backend") for r in lane.decisions)}" '
+        f'data-drops="{words(drop_reasons)}" '
+        f'data-dead="{words(_str(r, "reason_code") for r in (*lane.dead_letters, *lane.foreign_dead))}" '
+        f'data-diverged="{len(lane.divergences)}">'
         f'<details class="lanebox"{" open" if open_ else ""}>{summary}'
         f'<div class="lanebody">{"".join(body)}</div></details></section>'
     )
@@ -636,7 +1056,8 @@ _CSS: Final = """
 --other:#9ca3af}
 *{box-sizing:border-box}
 html{background:var(--bg)}
-body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg)}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans CJK KR","Noto Sans KR",
+"Apple SD Gothic Neo","Malgun Gothic",sans-serif;color:var(--fg)}
 [hidden]{display:none!important}
 .mono,code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
 font-size:12.5px}
@@ -685,7 +1106,8 @@ white-space:nowrap}
 padding:10px 0;border-bottom:1px solid var(--line);display:flex;gap:10px;align-items:center;flex-wrap:wrap}
 .filters input,.filters select,.filters button{font:inherit;padding:5px 8px;border:1px solid #cbd5e1;
 border-radius:6px;background:#fff}
-.filters input{width:280px}
+.filters input[type=search]{width:280px}
+.lane .exp,.banner .mono{overflow-wrap:anywhere}
 .filters .count{color:var(--muted);margin-left:auto}
 .legend{display:flex;gap:12px;flex-wrap:wrap;color:var(--muted);font-size:12px;margin:8px 0 4px}
 .legend i{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:4px;vertical-align:-1px}
@@ -734,36 +1156,102 @@ ul.evidence li{margin:1px 0}
 details.tbl{margin-top:10px}
 details.tbl>summary{cursor:pointer;color:#374151;font-weight:600;font-size:13px}
 footer{color:var(--muted);font-size:12px;padding:0 28px 30px}
+.st-blocked{background:#a16207;fill:#a16207}
+.scroll{overflow-x:auto;max-width:100%}
+.banner{margin-top:10px;padding:8px 12px;border-radius:6px;border:1px solid #bfdbfe;background:#eff6ff}
+.banner.mode-recorded{border-color:#c7d2fe;background:#eef2ff}
+.banner.mode-model{border-color:#fde68a;background:#fffbeb}
+.badge.diverged{background:#be185d;margin-left:4px}.badge.deadcount{background:#7f1d1d}
+tr.diverged td{background:#fdf2f8}
+ul.divs{margin:2px 0 0;padding-left:18px;font-size:12px;color:#9d174d}
+.sband{opacity:.85}
+.sb-network-disconnected{fill:#dc2626;background:#dc2626}
+.sb-network-reconnecting{fill:#f59e0b;background:#f59e0b}
+.sb-voice-active{fill:#8b5cf6;background:#8b5cf6}
+.sb-voice-other,.sb-network-other{fill:#64748b;background:#64748b}
+.rowlbl.staterow{font-style:italic}
+ul.states{margin:0;padding-left:0;list-style:none}
+ul.states li{margin:2px 0;padding:2px 8px;border-radius:4px;color:#fff}
+ul.states li .id{color:#f8fafc}
+.legend i.sq{border-radius:2px}
+svg.shared{display:none;width:100%;height:auto;flex-basis:100%}
+html.shared-axis svg.shared{display:block}
+svg.shared .span{fill:#cbd5e1}
+svg.shared circle{stroke:none}
+svg.shared .k-dead{fill:#7f1d1d}
+svg.ruler{position:sticky;top:52px;background:var(--bg);z-index:4}
+.jumped{outline:2px solid #f59e0b;outline-offset:1px}
+a.jump{color:#1d4ed8}
+.chk{white-space:nowrap;color:#374151}
+@media (max-width:640px){
+header{padding:12px 12px 10px}
+main{padding:6px 10px 30px}
+footer{padding:0 12px 20px}
+.filters{position:static}
+.filters input[type=search],.filters select{width:100%}
+.filters .count{margin-left:0}
+.cards{grid-template-columns:1fr}
+.stat{min-width:0;flex:1 1 40%}
+.lanebox>summary{padding:8px 10px}
+.lanebody{padding:6px 8px 10px}
+svg.ruler{position:static}
+}
 """
 
 _JS: Final = """
 (function () {
   "use strict";
+  var root = document.documentElement;
+  var list = document.getElementById("lane-list");
   var lanes = Array.prototype.slice.call(document.querySelectorAll("section.lane"));
-  var text = document.getElementById("f-text");
-  var device = document.getElementById("f-device");
-  var status = document.getElementById("f-status");
-  var count = document.getElementById("f-count");
+  function byId(id) { return document.getElementById(id); }
+  var text = byId("f-text"), count = byId("f-count"), sort = byId("f-sort"), shared = byId("f-shared");
+  // hash key -> [select, lane attribute, attribute holds several space-separated values]
+  var selects = {
+    device: [byId("f-device"), "data-device", false],
+    status: [byId("f-status"), "data-status", false],
+    decision: [byId("f-decision"), "data-decisions", true],
+    backend: [byId("f-backend"), "data-backends", true],
+    drop: [byId("f-drop"), "data-drops", true],
+    dead: [byId("f-dead"), "data-dead", true]
+  };
+  var keys = Object.keys(selects);
+  function matches(lane, attr, value, multi) {
+    var v = lane.getAttribute(attr) || "";
+    return multi ? (" " + v + " ").indexOf(" " + value + " ") >= 0 : v === value;
+  }
+  function num(lane, attr) { return Number(lane.getAttribute(attr)) || 0; }
   function apply() {
-    var q = text.value.trim().toLowerCase(), d = device.value, s = status.value, shown = 0;
+    var q = text.value.trim().toLowerCase(), shown = 0;
     lanes.forEach(function (lane) {
       var e = lane.getAttribute("data-experience") || "";
       var ld = lane.getAttribute("data-device") || "";
-      var ls = lane.getAttribute("data-status") || "";
-      var ok = (!d || ld === d) && (!s || ls === s) &&
-        (!q || e.toLowerCase().indexOf(q) >= 0 || ld.toLowerCase().indexOf(q) >= 0);
+      var ok = !q || e.toLowerCase().indexOf(q) >= 0 || ld.toLowerCase().indexOf(q) >= 0;
+      keys.forEach(function (k) {
+        var s = selects[k];
+        if (ok && s[0].value) { ok = matches(lane, s[1], s[0].value, s[2]); }
+      });
       lane.hidden = !ok;
       if (ok) { shown += 1; }
     });
+    var bySeverity = sort.value === "severity";
+    lanes.slice().sort(function (a, b) {
+      var d = bySeverity ? num(a, "data-sev") - num(b, "data-sev") : 0;
+      if (d !== 0) { return d; }
+      return num(a, "data-order") - num(b, "data-order");
+    }).forEach(function (lane) { list.appendChild(lane); });
+    root.classList.toggle("shared-axis", shared.checked);
     count.textContent = shown + " of " + lanes.length + " lanes shown";
     var p = new URLSearchParams();
     if (q) { p.set("q", text.value.trim()); }
-    if (d) { p.set("device", d); }
-    if (s) { p.set("status", s); }
+    keys.forEach(function (k) { if (selects[k][0].value) { p.set(k, selects[k][0].value); } });
+    if (bySeverity) { p.set("sort", "severity"); }
+    if (shared.checked) { p.set("axis", "shared"); }
     var h = p.toString();
     if (history.replaceState) { history.replaceState(null, "", h ? "#" + h : location.pathname); }
   }
   function setSelect(sel, value) {
+    sel.value = "";
     for (var i = 0; i < sel.options.length; i += 1) {
       if (sel.options[i].value === value) { sel.value = value; return; }
     }
@@ -771,8 +1259,22 @@ _JS: Final = """
   function fromHash() {
     var p = new URLSearchParams(location.hash.replace(/^#/, ""));
     text.value = p.get("q") || "";
-    setSelect(device, p.get("device") || "");
-    setSelect(status, p.get("status") || "");
+    keys.forEach(function (k) { setSelect(selects[k][0], p.get(k) || ""); });
+    setSelect(sort, p.get("sort") || "time");
+    shared.checked = p.get("axis") === "shared";
+  }
+  function jump(id) {
+    var el = byId(id);
+    if (!el) { return false; }
+    for (var n = el.parentNode; n; n = n.parentNode) {
+      if (n.tagName === "DETAILS") { n.open = true; }
+      if (n.tagName === "SECTION" && n.hidden) { n.hidden = false; }
+    }
+    var old = document.querySelector(".jumped");
+    if (old) { old.classList.remove("jumped"); }
+    el.classList.add("jumped");
+    el.scrollIntoView({block: "center"});
+    return true;
   }
   function openAll(open) {
     lanes.forEach(function (lane) {
@@ -783,25 +1285,36 @@ _JS: Final = """
   }
   var timer = null;
   text.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(apply, 120); });
-  device.addEventListener("change", apply);
-  status.addEventListener("change", apply);
-  document.getElementById("f-reset").addEventListener("click", function () {
-    text.value = ""; device.value = ""; status.value = ""; apply();
+  keys.forEach(function (k) { selects[k][0].addEventListener("change", apply); });
+  sort.addEventListener("change", apply);
+  shared.addEventListener("change", apply);
+  byId("f-reset").addEventListener("click", function () {
+    text.value = ""; keys.forEach(function (k) { selects[k][0].value = ""; });
+    sort.value = "time"; shared.checked = false; apply();
   });
-  document.getElementById("f-expand").addEventListener("click", function () { openAll(true); });
-  document.getElementById("f-collapse").addEventListener("click", function () { openAll(false); });
+  byId("f-expand").addEventListener("click", function () { openAll(true); });
+  byId("f-collapse").addEventListener("click", function () { openAll(false); });
   document.addEventListener("click", function (ev) {
     var t = ev.target;
-    if (t && t.getAttribute && t.getAttribute("data-filter-device") !== null) {
+    if (!t || !t.getAttribute) { return; }
+    if (t.getAttribute("data-filter-device") !== null) {
       ev.preventDefault();
-      setSelect(device, t.getAttribute("data-filter-device"));
+      setSelect(selects.device[0], t.getAttribute("data-filter-device"));
       apply();
+    } else if (t.getAttribute("data-jump") !== null) {
+      if (jump(t.getAttribute("data-jump"))) { ev.preventDefault(); }
     }
   });
-  window.addEventListener("hashchange", function () { fromHash(); apply(); });
+  function route() {
+    var h = location.hash.replace(/^#/, "");
+    if (h && h.indexOf("=") < 0 && byId(h)) { jump(h); return; }
+    fromHash(); apply();
+  }
+  window.addEventListener("hashchange", route);
   fromHash();
   apply();
-  document.documentElement.setAttribute("data-js", "ready");
+  route();
+  root.setAttribute("data-js", "ready");
 }());
 """
 
@@ -818,6 +1331,12 @@ _CSP: Final = (
 )
 
 
+def _options(values: Iterable[str], order: Sequence[str]) -> str:
+    present = set(values)
+    keys = [k for k in order if k in present] + sorted(k for k in present if k not in order)
+    return "".join(f'<option value="{_e(k)}">{_e(k)}</option>' for k in keys if k)
+
+
 def _filters(lanes: Sequence[_Lane]) -> str:
     devices = sorted({lane.device_id for lane in lanes if lane.device_id})
     statuses = sorted({lane.status for lane in lanes}, key=lambda s: (_status_rank(s), s))
@@ -825,6 +1344,16 @@ def _filters(lanes: Sequence[_Lane]) -> str:
     st_opts = "".join(
         f'<option value="{_e(s)}">{_e("no experience" if s == NO_EXPERIENCE else s)}</option>'
         for s in statuses
+    )
+    decisions = _options((_str(r, "decision") for lane in lanes for r in lane.decisions), DECISIONS)
+    backends = _options((_str(r, "backend") for lane in lanes for r in lane.decisions), BACKENDS)
+    drops = _options(
+        (_str(r, "drop_reason") for lane in lanes for r in lane.entries if _str(r, "stage") == "drop"),
+        DROP_REASONS,
+    )
+    dead = _options(
+        (_str(r, "reason_code") for lane in lanes for r in (*lane.dead_letters, *lane.foreign_dead)),
+        DEAD_LETTER_REASONS,
     )
     return (
         '<div class="filters" id="filters" role="search">'
@@ -834,6 +1363,17 @@ def _filters(lanes: Sequence[_Lane]) -> str:
         f'<option value="">all devices ({_n(len(devices))})</option>'
         f"{dev_opts}</select>"
         f'<select id="f-status" aria-label="status"><option value="">all statuses</option>{st_opts}</select>'
+        '<select id="f-decision" aria-label="decision"><option value="">any decision</option>'
+        f"{decisions}</select>"
+        '<select id="f-backend" aria-label="backend"><option value="">any backend</option>'
+        f"{backends}</select>"
+        '<select id="f-drop" aria-label="drop reason"><option value="">any drop reason</option>'
+        f"{drops}</select>"
+        '<select id="f-dead" aria-label="dead-letter reason"><option value="">any dead-letter reason</option>'
+        f"{dead}</select>"
+        '<select id="f-sort" aria-label="order of the lanes"><option value="time">by device and time</option>'
+        '<option value="severity">most severe first</option></select>'
+        '<label class="chk"><input type="checkbox" id="f-shared"> shared time axis</label>'
         '<button type="button" id="f-reset">reset</button>'
         '<button type="button" id="f-expand">expand shown</button>'
         '<button type="button" id="f-collapse">collapse shown</button>'
@@ -841,10 +1381,60 @@ def _filters(lanes: Sequence[_Lane]) -> str:
     )
 
 
-def _legend() -> str:
+def _legend(with_states: bool) -> str:
     stages = "".join(f'<span><i style="background:var(--{s})"></i>{s}</span>' for s in STAGES)
     tail = "<span>· end marks take the status colour; hollow marks are drops</span>"
-    return f'<div class="legend"><span>stages:</span>{stages}{tail}</div>'
+    states = ""
+    if with_states:
+        states = (
+            '<span>bands:</span><span><i class="sq sb-network-disconnected"></i>network disconnected</span>'
+            '<span><i class="sq sb-network-reconnecting"></i>network reconnecting</span>'
+            '<span><i class="sq sb-voice-active"></i>voice session</span>'
+        )
+    return f'<div class="legend"><span>stages:</span>{stages}{tail}{states}</div>'
+
+
+def _axis_svg(axis: _Axis) -> str:
+    """The ruler of the shared time axis (clock times, UTC)."""
+    step = _nice_step(max(axis.t1 - axis.t0, 1))
+    first = -(-axis.t0 // step) * step
+    labels: list[str] = []
+    t = first
+    while t <= axis.t1 and len(labels) < 12:
+        labels.append(f'<text x="{axis.x(t):.1f}" y="14">{_e(_fmt_clock(t))}</text>')
+        t += step
+    return (
+        f'<svg class="shared ruler" viewBox="0 0 {_W:.0f} 18" role="img" aria-label="shared time axis">'
+        f'<g class="ticklbl">{"".join(labels)}</g></svg>'
+    )
+
+
+_MODE_TEXT: Final[dict[str, str]] = {
+    "recorded": "decisions reused from the input's recorded decisions; every difference is a divergence",
+    "rules": "decisions recomputed by the deterministic rules",
+    "model": "decisions asked again of the configured model backend",
+}
+
+
+def _replay_banner(mode: str | None, divergences: Sequence[Record], unplaced: Sequence[Record]) -> str:
+    if not mode:
+        return ""
+    text = _MODE_TEXT.get(mode, "")
+    divs = ""
+    if mode == "recorded" or divergences:
+        divs = f" · <b>{_plural(len(divergences), 'divergence')}</b>"
+    rest = ""
+    if unplaced:
+        items = "".join(
+            f'<li class="diverged"><span class="mono">{_e(_str(d, "trigger_event_id"))}</span>: '
+            f"{_e(_divergence_text(d))}</li>"
+            for d in unplaced[:DETAIL_ROWS_MAX]
+        )
+        rest = f'<ul class="divs">{items}</ul>'
+    return (
+        f'<div class="banner mode-{_known(mode, tuple(_MODE_TEXT))}" id="replay-mode">Replay · decisions '
+        f"<b>{_e(mode)}</b>: {_e(text)}{divs}{rest}</div>"
+    )
 
 
 def render_report(
@@ -856,15 +1446,27 @@ def render_report(
     statuses: Mapping[str, str],
     title: str = "Guardian incident report",
     generated_note: str = "",
+    divergences: Sequence[Record] = (),
+    replay_mode: str | None = None,
+    device_states: Iterable[DeviceStateChange] = (),
 ) -> str:
-    """One self-contained HTML page (no external reference) for the given output records."""
-    lanes = _build_lanes(decisions, dispatches, timeline, statuses)
+    """One self-contained HTML page (no external reference) for the given output records.
+
+    ``divergences`` are replay's (``divergences.jsonl``) and ``replay_mode`` its ``--decisions``
+    mode (shown in a banner); ``device_states`` are the network and voice observations of the input
+    (see :func:`device_state_change`), drawn as bands since they write no timeline entry.
+    """
+    lanes = _build_lanes(decisions, dispatches, timeline, statuses, dead_letters, divergences, device_states)
+    placed = {id(d) for lane in lanes for d in lane.divergences}
+    unplaced = [d for d in divergences if id(d) not in placed]
     sizes = [len(lane.entries) for lane in lanes]
     table_cap = _water_fill(sizes, TABLE_ROW_BUDGET, TABLE_ROWS_MIN, TABLE_ROWS_MAX)
     svg_cap = _water_fill(sizes, SVG_MARK_BUDGET, SVG_MARKS_MIN, SVG_MARKS_MAX)
     open_ = len(lanes) <= OPEN_LANES_MAX
     capped_tables = sum(1 for s in sizes if s > table_cap)
     capped_charts = sum(1 for s in sizes if s > svg_cap)
+    windows = [w for w in (lane.window() for lane in lanes) if w is not None]
+    axis = _Axis(min(w[0] for w in windows), max(w[1] for w in windows)) if windows else _Axis(0, 0)
 
     notes = []
     if capped_tables or capped_charts:
@@ -877,7 +1479,9 @@ def render_report(
         notes.append(
             f'<p class="muted">{_n(len(lanes))} lanes: collapsed; filter, then use "expand shown".</p>'
         )
-    lanes_html = "".join(_lane_html(i, lane, table_cap, svg_cap, open_) for i, lane in enumerate(lanes, 1))
+    lanes_html = "".join(
+        _lane_html(i, lane, table_cap, svg_cap, open_, axis) for i, lane in enumerate(lanes, 1)
+    )
     if not lanes:
         lanes_html = '<p class="muted">No experiences and no timeline entries.</p>'
     note_html = f'<div class="note">{_e(generated_note)}</div>' if generated_note else ""
@@ -889,17 +1493,21 @@ def render_report(
         '<meta name="referrer" content="no-referrer">'
         '<link rel="icon" href="data:,">'
         f"<title>{_e(title)}</title><style>{_CSS}</style><script>{_PROBE_JS}</script></head><body>"
-        f"<header><h1>{_e(title)}</h1>{note_html}</header><main>"
+        f"<header><h1>{_e(title)}</h1>{note_html}{_replay_banner(replay_mode, divergences, unplaced)}"
+        "</header><main>"
         + _overview(lanes, decisions, dispatches, timeline, dead_letters)
         + '<section id="lanes"><h2>Experiences</h2>'
         + _filters(lanes)
-        + _legend()
+        + _legend(any(lane.states for lane in lanes))
         + "".join(notes)
-        + lanes_html
+        + _axis_svg(axis)
+        + f'<div id="lane-list">{lanes_html}</div>'
         + "</section></main>"
         "<footer>Times are UTC. Hover a mark for its summary, ref_id and drop reason. "
         "Lanes are grouped by experience; entries without an experience form a per-device "
-        "“no experience” lane.</footer>"
+        "“no experience” lane, which also holds the device's dead letters received outside any "
+        "experience. Network and voice records update only the device snapshot: their bands are "
+        "drawn from the replay's input. Dead letters never show a payload.</footer>"
         f"<script>{_JS}</script></body></html>\n"
     )
 
@@ -925,20 +1533,33 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def render_report_from_dir(out_dir: Path, *, title: str = "Guardian incident report") -> Path:
-    """Read a replay/demo output directory (§12) and write `report.html` into it; return its path."""
+def render_report_from_dir(
+    out_dir: Path,
+    *,
+    title: str = "Guardian incident report",
+    device_states: Iterable[DeviceStateChange] = (),
+) -> Path:
+    """Read a replay/demo output directory and write `report.html` into it; return its path.
+
+    ``device_states``: the network and voice observations of the replay's input (the output files
+    do not hold them); without them the report has no network or voice bands.
+    """
     out_dir = Path(out_dir)
     summary_path = out_dir / "summary.json"
     statuses: dict[str, str] = {}
+    mode: str | None = None
     if summary_path.exists():
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
         experiences = summary.get("experiences") if isinstance(summary, dict) else None
         if isinstance(experiences, dict):
             statuses = {str(k): str(v) for k, v in experiences.items()}
+        if isinstance(summary, dict) and isinstance(summary.get("decisions_mode"), str):
+            mode = summary["decisions_mode"]
     decisions = _read_jsonl(out_dir / "decisions.jsonl")
     dispatches = _read_jsonl(out_dir / "dispatch.jsonl")
     timeline = _read_jsonl(out_dir / "timeline.jsonl")
     dead_letters = _read_jsonl(out_dir / "deadletter.jsonl")
+    divergences = _read_jsonl(out_dir / "divergences.jsonl")
     note = (
         f"From {out_dir.name or '.'}/: {_n(len(timeline))} timeline entries, {_n(len(decisions))} decisions, "
         f"{_n(len(dispatches))} dispatches, {_n(len(dead_letters))} dead letters."
@@ -951,6 +1572,9 @@ def render_report_from_dir(out_dir: Path, *, title: str = "Guardian incident rep
         statuses=statuses,
         title=title,
         generated_note=note,
+        divergences=divergences,
+        replay_mode=mode,
+        device_states=device_states,
     )
     target = out_dir / "report.html"
     target.write_text(page, encoding="utf-8")

@@ -1,26 +1,38 @@
-"""The incident report in a real browser: headless Chromium renders it, runs its JS, and sends nothing.
+"""The incident report in a real browser: headless Chromium renders it, runs its JS, and sends nothing;
+on a real replay it shows what an analyst looks for, at 400 px too, with Korean in a CJK font.
 
-Needs Debian's `chromium` (run scripts/ensure-debian-tools chromium:chromium).
-Missing Chromium is a failure, not a skip.
+Needs Debian's `chromium` and `fonts-noto-cjk` (run scripts/ensure-debian-tools chromium:chromium
+fonts-noto-cjk). Missing Chromium or the font is a failure, not a skip.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import struct
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
+from guardian.cli import main as cli_main
+from guardian.replay import InputRecord, replay_records
+from guardian.settings import Settings
 from report import render_report
+from tests.scenario_scripts import CANARY, build, hg12
+from tests.streams import T0
 from tests.unit.test_report import DEV_B, EXP_ABORT, EXP_RET, Node, parse, sample_records
 
 pytestmark = pytest.mark.browser
@@ -212,3 +224,305 @@ def test_the_network_check_would_catch_a_request(browser: Browser, report_file: 
     dom = browser.dump_dom(guarded, "", f"--log-net-log={net_log}")
     assert _page_requests(net_log) == []
     assert int(_root(dom).attrs.get("data-blocked", "0")) >= 1
+
+
+# ------------------------------------------------------------------ a real replay, driven over DevTools
+
+
+class DevTools:
+    """One headless Chromium driven through the DevTools protocol over ``--remote-debugging-pipe``
+    (the browser reads commands on its fd 3 and answers on its fd 4, NUL-separated JSON)."""
+
+    def __init__(self, binary: str, work: Path) -> None:
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        # high, non-inheritable copies for the shell to move onto 3 and 4 in the child
+        child_in, child_out = fcntl.fcntl(to_r, fcntl.F_DUPFD, 20), fcntl.fcntl(from_w, fcntl.F_DUPFD, 20)
+        profile = work / f"profile-{uuid.uuid4().hex[:12]}"
+        cmd = [binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"]
+        self.proc = subprocess.Popen(
+            [
+                "/bin/bash",
+                "-c",
+                f'exec "$@" 3<&{child_in} 4>&{child_out} {child_in}<&- {child_out}>&-',
+                "sh",
+                *cmd,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(child_in, child_out),
+            start_new_session=True,
+        )
+        for fd in (to_r, from_w, child_in, child_out):
+            os.close(fd)
+        self.out, self.inp = to_w, from_r
+        self.buffer = b""
+        self.next_id = 0
+        self.events: list[dict[str, Any]] = []
+        self.session = ""
+
+    def close(self) -> None:
+        os.close(self.out)
+        os.close(self.inp)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self.buffer:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.inp], [], [], max(left, 0))
+            if not ready:
+                pytest.fail(f"chromium did not answer within {TIMEOUT_S}s")
+            chunk = os.read(self.inp, 1 << 16)
+            if not chunk:
+                pytest.fail("chromium closed its DevTools pipe")
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        value: dict[str, Any] = json.loads(message)
+        return value
+
+    def send(self, method: str, params: dict[str, Any] | None = None, *, browser: bool = False) -> Any:
+        self.next_id += 1
+        msg: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
+        if not browser:
+            msg["sessionId"] = self.session
+        os.write(self.out, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            answer = self._read(deadline)
+            if answer.get("id") == self.next_id:
+                assert "error" not in answer, f"{method}: {answer['error']}"
+                return answer.get("result", {})
+            self.events.append(answer)
+
+    def wait_event(self, method: str) -> dict[str, Any]:
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            for i, event in enumerate(self.events):
+                if event.get("method") == method:
+                    del self.events[i]
+                    return event
+            self.events.append(self._read(deadline))
+
+    def open(self, width: int = 1400, height: int = 1000) -> None:
+        target = self.send("Target.createTarget", {"url": "about:blank"}, browser=True)["targetId"]
+        self.session = self.send(
+            "Target.attachToTarget", {"targetId": target, "flatten": True}, browser=True
+        )["sessionId"]
+        self.send("Page.enable")
+        self.send("DOM.enable")
+        self.send("CSS.enable")
+        self.viewport(width, height)
+
+    def viewport(self, width: int, height: int) -> None:
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+
+    def load(self, url: str) -> None:
+        self.send("Page.navigate", {"url": "about:blank"})
+        self.wait_event("Page.loadEventFired")
+        self.send("Page.navigate", {"url": url})
+        self.wait_event("Page.loadEventFired")
+        assert self.js("document.documentElement.getAttribute('data-js')") == "ready"
+
+    def js(self, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def fonts_of(self, selector: str) -> dict[str, int]:
+        """Platform font family -> glyphs it rendered, for the text of the first node matching selector."""
+        root = self.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        node = self.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+        assert node, f"no node matches {selector}"
+        fonts = self.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        return {str(f["familyName"]): int(f["glyphCount"]) for f in fonts}
+
+
+def _kcat_lines(records: list[InputRecord]) -> bytes:
+    return b"".join(
+        orjson.dumps(
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "offset": r.offset,
+                "ts": r.ts,
+                "key": None if r.key is None else r.key.decode(),
+                "payload": None if r.value is None else r.value.decode(),
+            }
+        )
+        + b"\n"
+        for r in records
+    )
+
+
+#: device -> scenario of the real replay; each device gets its own partition
+REAL = {
+    "dev-03": "HG-03",
+    "dev-05": "HG-05",
+    "dev-06": "HG-06",
+    "dev-07": "HG-07",
+    "dev-08": "HG-08",
+    "dev-11": "HG-11",
+}
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``guardian replay`` of six stories and HG-12, reusing recorded decisions of which one was altered."""
+    records: list[InputRecord] = []
+    for i, (device, scenario) in enumerate(REAL.items()):
+        script = build(scenario, device_id=device, t0=T0 + i * 100_000)
+        records += [dataclasses.replace(r, partition=i) for r in script.records]
+    a, b = hg12(t0=T0 + 700_000)
+    records += [dataclasses.replace(r, partition=10) for r in a.records]
+    records += [dataclasses.replace(r, partition=11) for r in b.records]
+    # the decisions a live run recorded: what the rules decide, one of them altered
+    recorded = replay_records(records, settings=Settings.from_env({})).outs["decisions"]
+    altered = next(d for d in recorded if d["device_id"] == "dev-05")
+    altered["state_etag"] = "e999"
+    for offset, d in enumerate(recorded):
+        records.append(
+            InputRecord(
+                "decisions", "guardian.decisions", 0, offset, d["decided_at_ms"], None, orjson.dumps(d)
+            )
+        )
+    work = tmp_path_factory.mktemp("real")
+    (work / "incident.jsonl").write_bytes(_kcat_lines(records))
+    assert cli_main(["replay", str(work / "incident.jsonl"), "--out", str(work / "out")]) == 0
+    return work / "out" / "report.html"
+
+
+@pytest.fixture(scope="module")
+def devtools(browser: Browser) -> Iterator[DevTools]:
+    tools = DevTools(browser.binary, browser.work)
+    try:
+        tools.open()
+        yield tools
+    finally:
+        tools.close()
+
+
+def _lane_of(device: str) -> str:
+    """JS: the experience lane of ``device``."""
+    selector = f'section.lane[data-device="{device}"]:not([data-experience=""])'
+    return f"document.querySelector('{selector}')"
+
+
+def test_real_replay_shows_mode_divergence_dead_letters_bands_and_triggers(
+    devtools: DevTools, replayed: Path
+) -> None:
+    devtools.load(replayed.as_uri())
+    banner = devtools.js("document.getElementById('replay-mode').textContent")
+    assert "decisions recorded" in banner and "1 divergence" in banner
+    # the altered decision is marked where it was taken, and nowhere else
+    diverged = devtools.js(
+        "Array.from(document.querySelectorAll('tr.diverged')).map(function (r) {"
+        " return [r.closest('section.lane').getAttribute('data-device'), r.textContent]; })"
+    )
+    assert len(diverged) == 1 and diverged[0][0] == "dev-05"
+    assert "state_etag" in diverged[0][1] and "e999" in diverged[0][1]
+    # HG-11's dead letters in its lane: reason, source, detail; never a payload
+    rows = devtools.js(_lane_of("dev-11") + ".querySelectorAll('table.deadletters tbody tr').length")
+    assert rows == 5
+    text = devtools.js(_lane_of("dev-11") + ".querySelector('table.deadletters').textContent")
+    for reason in ("privacy_violation", "unknown_contract", "too_large", "not_json"):
+        assert reason in text
+    assert "guardian.observations [5] @0" in text and "forbidden key at facts.bbox" in text
+    assert CANARY not in replayed.read_text(encoding="utf-8")
+    # HG-12: device B's cross_device letters are in its lane, and in the lane of A's experience they name
+    b_dead = devtools.js(
+        "Array.from(document.querySelectorAll('section.lane[data-device=\"airbot-000B\"]'))"
+        ".map(function (l) { return l.getAttribute('data-dead'); })"
+    )
+    assert "cross_device" in b_dead
+    a_text = devtools.js(_lane_of("airbot-000A") + ".textContent")
+    assert "from device airbot-000B" in a_text
+    # HG-06: the 30 s outage is a visible band
+    band = devtools.js(
+        _lane_of("dev-06")
+        + ".querySelector('svg.chart rect.sb-network-disconnected').getBoundingClientRect().width"
+    )
+    assert band > 100
+    assert "network disconnected" in devtools.js(
+        _lane_of("dev-06") + ".querySelector('ul.states').textContent"
+    )
+    assert "(30s)" in devtools.js(_lane_of("dev-06") + ".querySelector('ul.states').textContent")
+    # HG-07: the pause and resume dispatches link, in their trigger column, to the voice session
+    links = devtools.js(
+        "Array.from(" + _lane_of("dev-07") + ".querySelectorAll('table.dispatches td.trig a'))"
+        ".map(function (a) { return a.getAttribute('data-jump'); })"
+    )
+    assert len(links) == 2
+    targets = [devtools.js(f"document.getElementById('{t}').textContent") for t in links]
+    assert all("voice session active" in t for t in targets)
+    assert devtools.js(_lane_of("dev-07") + ".querySelector('svg.chart rect.sb-voice-active') !== null")
+    # a decision's trigger link opens the timeline and marks the trigger's entry
+    jumped = devtools.js(
+        "(function () { var a = " + _lane_of("dev-05") + ".querySelector('table.decisions a.jump');"
+        " var d = a.closest('section.lane').querySelector('details.tbl'); d.open = false; a.click();"
+        " var t = document.querySelector('.jumped');"
+        " return [t.id === a.getAttribute('data-jump'), d.open, t.textContent]; }())"
+    )
+    assert jumped[0] and jumped[1] and "security.condition_changed" in jumped[2]
+
+
+def test_real_replay_sorts_filters_and_shares_the_time_axis(devtools: DevTools, replayed: Path) -> None:
+    def shown(fragment: str) -> list[str]:
+        devtools.load(replayed.as_uri() + fragment)
+        value = devtools.js(
+            "Array.from(document.querySelectorAll('section.lane')).filter(function (l) { return !l.hidden; })"
+            ".map(function (l) {"
+            " return l.getAttribute('data-device') + '/' + l.getAttribute('data-status'); })"
+        )
+        return list(value)
+
+    ordered = shown("#sort=severity")
+    assert ordered[0] == "dev-08/aborted"
+    assert ordered[1] == "dev-05/returned"  # the diverged lane
+    assert {ordered[2], ordered[3]} <= {"dev-11/completed", "airbot-000B/active", "airbot-000A/completed"}
+    assert shown("#sort=time")[0] != "dev-08/aborted"
+    assert shown("#decision=abort") == ["dev-08/aborted"]
+    assert shown("#decision=ask_user&backend=rules") == ["dev-03/returned"]
+    assert shown("#drop=stale") == ["dev-06/completed"]
+    assert shown("#dead=too_large") == ["dev-11/completed"]
+    assert set(shown("#dead=cross_device")) == {"airbot-000B/active", "airbot-000A/completed"}
+    assert set(shown("#backend=rules")) == {"dev-03/returned", "dev-05/returned", "dev-08/aborted"}
+    assert len(shown("#backend=gemini")) == 8  # no such decision here: the filter is left unset
+    # the shared axis: every lane's strip on one scale, lanes later in time drawn further right
+    devtools.load(replayed.as_uri() + "#axis=shared")
+    starts = devtools.js(
+        "Array.from(document.querySelectorAll('section.lane svg.shared rect.span'))"
+        ".map(function (r) { var b = r.getBoundingClientRect(); return [b.width > 0, b.left]; })"
+    )
+    assert len(starts) == 8 and all(visible for visible, _ in starts)
+    devtools.load(replayed.as_uri())
+    assert devtools.js("document.querySelector('section.lane svg.shared').getBoundingClientRect().width") == 0
+
+
+def test_real_replay_is_usable_at_400_px_and_renders_korean(devtools: DevTools, replayed: Path) -> None:
+    try:
+        devtools.viewport(400, 900)
+        devtools.load(replayed.as_uri())
+        assert devtools.js("document.documentElement.scrollWidth") <= 400
+        assert devtools.js("document.getElementById('f-dead').getBoundingClientRect().right") <= 400
+        assert devtools.js("document.querySelector('section.lane').getBoundingClientRect().right") <= 400
+    finally:
+        devtools.viewport(1400, 1000)
+    # the goal names the rooms in Korean: its glyphs come from a CJK font, not a fallback box
+    devtools.js(
+        "Array.from(document.querySelectorAll('td')).filter(function (td) {"
+        " return /[\\uac00-\\ud7a3]/.test(td.textContent); })[0].id = 'korean-probe'"
+    )
+    fonts = devtools.fonts_of("#korean-probe")
+    cjk = {name: n for name, n in fonts.items() if "CJK" in name}
+    assert cjk, f"Korean rendered without a CJK font: {fonts} (install Debian's fonts-noto-cjk)"
+    hangul = len(
+        re.findall("[\uac00-\ud7a3]", devtools.js("document.getElementById('korean-probe').textContent"))
+    )
+    assert sum(cjk.values()) >= hangul
