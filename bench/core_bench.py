@@ -1,7 +1,7 @@
 """Micro-benchmark of the functional core: ``pipeline.runner.Processor`` over ``MemoryStore``.
 
-What one state-only observation costs the core itself (§4.3 steps 5–9 + state update), on one
-core, without Kafka: ``devices`` devices get a plan and ``security.started`` (not timed), then
+What one state-only observation costs the core itself (docs/CONTRACTS.md §4.3 steps 5–9 + state
+update), on one core, without Kafka: ``devices`` devices get a plan and ``security.started`` (not timed), then
 ``n`` state-only observations (``bench.workload``'s resting-value records, pre-encoded) go through
 ``Processor.process`` round robin, once with the gate (``with_gate_median_us``) and once with the
 gate's verdicts reached before the clock starts (the core alone: ``median_us``). Records are timed

@@ -1,4 +1,4 @@
-"""Micro-benchmark of the gate: ``Gate.admit`` on the CONTRACTS.md §4 seed observation.
+"""Micro-benchmark of the gate: ``Gate.admit`` on the docs/CONTRACTS.md §4 seed observation.
 
 Each record differs by its ``event_id`` (pre-encoded, so encoding is not timed). Records are timed
 in batches with ``time.perf_counter_ns``; a batch's time divided by its size is one sample of the

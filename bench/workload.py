@@ -1,7 +1,7 @@
 """The benchmark's fleet workload: a fixed, documented mix of input records over many devices.
 
-Every device first gets a plan (§3, with a decision budget large enough that the mix's promoted
-triggers all reach a decision) and the physical ``security.started`` evidence (the *setup*
+Every device first gets a plan (docs/CONTRACTS.md §3, with a decision budget large enough that the
+mix's promoted triggers all reach a decision) and the physical ``security.started`` evidence (the *setup*
 records). Then the *measured* records are observations, one device after the other (round robin),
 in this fixed mix per block of 20 records:
 

@@ -1,6 +1,6 @@
 """Topic administration: ``guardian topics create`` and helpers the tests and the broker reuse.
 
-Every topic of ``TopicNames.all()`` (CONTRACTS.md §1 plus Guardian's internal ones) gets the
+Every topic of ``TopicNames.all()`` (docs/CONTRACTS.md §1 plus Guardian's internal ones) gets the
 configured partition count and replication factor 1. Creating is idempotent; a topic that exists with
 another partition count is an error (records of one device must stay on one partition, so the count
 of a live topic is never changed behind the user's back).

@@ -1,4 +1,4 @@
-"""The ``guardian`` command line (CONTRACTS.md §13).
+"""The ``guardian`` command line (docs/CONTRACTS.md §13).
 
 Each subcommand lives in its own module and is imported only when it runs, so a broken optional
 part never stops the others and ``guardian --help`` stays fast.

@@ -4,9 +4,9 @@
    stopped at the end only if the demo started it);
 2. every topic under a fresh prefix (``demo<timestamp><hex>.``), so reruns never collide;
 3. a ``guardian worker`` subprocess on those topics;
-4. the simulated fleet in this process, every scenario of SCENARIOS.md round-robin (``--mix``),
+4. the simulated fleet in this process, every scenario of docs/SCENARIOS.md round-robin (``--mix``),
    with a live table of experiences by phase and status;
-5. the run's topics exported to ``OUT/topics.jsonl`` (the ``kcat -C -J`` format of §12);
+5. the run's topics exported to ``OUT/topics.jsonl`` (the ``kcat -C -J`` format of docs/CONTRACTS.md §12);
 6. ``guardian replay`` over that export into OUT (``decisions.jsonl`` … ``summary.json``,
    ``report.html``), compared with the live final statuses.
 

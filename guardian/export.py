@@ -1,4 +1,4 @@
-"""``guardian export``: topic contents for a time range in the ``kcat -C -J`` format (CONTRACTS.md §12).
+"""``guardian export``: topic contents for a time range in the ``kcat -C -J`` format (docs/CONTRACTS.md §12).
 
 Reads every partition of the chosen topics from the first offset at or after ``--since-ms`` up to
 the end offsets taken when the export starts (so it ends even while producers go on), keeps the
@@ -32,7 +32,7 @@ METADATA_ATTEMPTS = 10
 def kcat_line(
     topic: str, partition: int, offset: int, ts: int, key: bytes | None, value: bytes | None
 ) -> bytes:
-    """One record as ``kcat -C -J`` prints it (CONTRACTS.md §12)."""
+    """One record as ``kcat -C -J`` prints it (docs/CONTRACTS.md §12)."""
     return orjson.dumps(
         {
             "topic": topic,

@@ -1,4 +1,4 @@
-"""A local single-node Apache Kafka broker (KRaft) for development, demos and tests (CONTRACTS.md §13).
+"""A local single-node Apache Kafka broker (KRaft) for development, demos and tests (docs/CONTRACTS.md §13).
 
 The broker is the real Apache Kafka server, run with the machine's Java (17 or newer). Its jars come
 from Maven Central through ``mvn dependency:copy-dependencies`` and a small POM shipped with this

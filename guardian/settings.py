@@ -1,4 +1,4 @@
-"""Settings from the environment (CONTRACTS.md §13); flags may override them."""
+"""Settings from the environment (docs/CONTRACTS.md §13); flags may override them."""
 
 from __future__ import annotations
 

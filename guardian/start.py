@@ -1,4 +1,4 @@
-"""``guardian start``: publish the Adaptive Home Guardian plan (CONTRACTS.md §3) for one device."""
+"""``guardian start``: publish the Adaptive Home Guardian plan (docs/CONTRACTS.md §3) for one device."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ No I/O and no wall clock: every time comes from the records (their receive time 
 timestamp), so the live worker and ``guardian replay`` reach the same results. State objects are
 updated in place and handed back; the caller stores them.
 
-Order of checks for an observation (CONTRACTS.md §4.3, steps 5–11; steps 1–4 are the gate's):
+Order of checks for an observation (docs/CONTRACTS.md §4.3, steps 5–11; steps 1–4 are the gate's):
 dedup → freshness → debounce → correlation → policy → budget → supervisor. One deliberate
 refinement: the ``cross_device`` part of step 8 is checked as soon as the record is known to be
 fresh (before debounce), so a record correlated to another device's experience is dead-lettered

@@ -1,4 +1,4 @@
-"""Output IDs as pure functions of their causes (CONTRACTS.md §6, §7)."""
+"""Output IDs as pure functions of their causes (docs/CONTRACTS.md §6, §7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The self-contained HTML incident report.
 
-`render_report` turns the pipeline's output records (CONTRACTS.md §6 decisions, §7 dispatches,
+`render_report` turns the pipeline's output records (docs/CONTRACTS.md §6 decisions, §7 dispatches,
 §8 timeline entries, §10 dead letters) and the final statuses of `summary.json` (§12) into one
 HTML page: inline CSS, inline JS and inline SVG, no external reference of any kind, every record
 string escaped. `render_report_from_dir` does the same from a replay/demo output directory and

@@ -2,7 +2,7 @@
 
 It starts at the wall clock's now, so simulated time is never behind real time (a live worker
 confirms quiet debounce changes on the wall clock, and must not see them as overdue). Its
-readings are also the records' Kafka timestamps (their receive time, CONTRACTS.md §2 rule 4).
+readings are also the records' Kafka timestamps (their receive time, docs/CONTRACTS.md §2 rule 4).
 Brokers refuse timestamps too far in the future (``log.message.timestamp.after.max.ms``, one hour
 by default on Kafka 4): keep ``(speed - 1) * run length`` under that.
 """

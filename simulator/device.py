@@ -247,7 +247,7 @@ class Device:
         correlation: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
     ) -> dict[str, Any]:
-        """A §4 observation as the device observed it a moment ago."""
+        """A docs/CONTRACTS.md §4 observation as the device observed it a moment ago."""
         r = rng or self.rng_routine
         if story:
             self.n_story += 1

@@ -222,7 +222,7 @@ class Fleet:
             self.by_device[device_id] = member
 
     def plan_for(self, member: Member) -> dict[str, Any]:
-        """The §3 plan of a member, created now."""
+        """The docs/CONTRACTS.md §3 plan of a member, created now."""
         return guardian_plan(
             member.device_id,
             experience_id=member.experience_id,

@@ -1,4 +1,4 @@
-"""The stories of SCENARIOS.md as device-side scripts, and the outcome each must produce.
+"""The stories of docs/SCENARIOS.md as device-side scripts, and the outcome each must produce.
 
 A scenario is a :class:`Story`: beats anchored to a point of the patrol (the n-th area the device
 patrols, a fraction of the way through it), each beat a small device action (an observation, an
@@ -227,11 +227,11 @@ def scenario_for(index: int, scenarios: Sequence[str], mix: bool) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# Expected outcomes (SCENARIOS.md, with the deterministic rules supervisor)
+# Expected outcomes (docs/SCENARIOS.md, with the deterministic rules supervisor)
 # ------------------------------------------------------------------------------------------------
 
 STOP_AND_RETURN = frozenset({"security_patrol.stop", "movement.return_to_station"})
-#: dead letter reasons whose letter must never carry a copy of the payload (§10)
+#: dead letter reasons whose letter must never carry a copy of the payload (docs/CONTRACTS.md §10)
 NO_PAYLOAD_REASONS = frozenset({"not_json", "too_large", "privacy_violation", "fact_invalid"})
 
 

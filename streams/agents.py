@@ -16,7 +16,8 @@ uncommitted records, so a replay reproduces the same records.
 Two timers turn wall-clock time into records on ``control`` (so their effects happen in stream
 context, durably and in order with the device's records):
 
-- ``confirm``: a quiet device's pending debounce change whose window has passed (§4.3 step 7);
+- ``confirm``: a quiet device's pending debounce change whose window has passed
+  (docs/CONTRACTS.md §4.3 step 7);
 - ``sweep``: prune dedup keys older than the dedup window, one partition at a time.
 
 With an asynchronous decision backend (Gemini), promoted triggers go to

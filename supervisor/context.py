@@ -1,4 +1,4 @@
-"""The bounded context a model backend sees (CONTRACTS.md §6.1).
+"""The bounded context a model backend sees (docs/CONTRACTS.md §6.1).
 
 :func:`build_context` turns an experience, the device snapshot and one trigger into a small JSON
 object: goal summary, phase, current / remaining / patrolled areas, domain states, budgets, the

@@ -1,6 +1,6 @@
 """The Gemini backend: one decision per trigger from a Gemini model, through ``google-genai``.
 
-The model sees the bounded context of §6.1 (:func:`supervisor.context.build_context`) and must
+The model sees the context of docs/CONTRACTS.md §6.1 (:func:`supervisor.context.build_context`) and must
 answer one JSON object (:class:`ModelAnswer`). Whatever it answers is checked twice: as JSON
 against :class:`ModelAnswer` (``response.text`` is validated here; the SDK's ``parsed`` is silently
 None on bad JSON), then against the state (:func:`verdict_from_answer`: ``ask_user`` needs a user

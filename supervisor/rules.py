@@ -1,4 +1,4 @@
-"""The deterministic rules of CONTRACTS.md §6.2 (backend ``rules``, the default)."""
+"""The deterministic rules of docs/CONTRACTS.md §6.2 (backend ``rules``, the default)."""
 
 from __future__ import annotations
 

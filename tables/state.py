@@ -25,7 +25,8 @@ WindDown = Literal["return_to_station", "abort"]
 
 #: How many ended experience IDs a device remembers (a re-delivered old plan is then a duplicate).
 ENDED_MEMORY = 32
-#: How many recent promoted observations an experience keeps for the supervisor's context (§6.1).
+#: How many recent promoted observations an experience keeps for the supervisor's context
+#: (docs/CONTRACTS.md §6.1).
 RECENT_PROMOTED = 6
 
 

@@ -1,4 +1,4 @@
-"""The stories of SCENARIOS.md as scripted device streams (the device's side, including its answers
+"""The stories of docs/SCENARIOS.md as scripted device streams (the device's side, including its answers
 to the dispatches the pipeline sends). Replay tests run them offline; live tests produce the very
 same records to a real broker."""
 

@@ -1,6 +1,6 @@
 """The gate: raw Kafka bytes in, a typed record or a typed rejection (a dead letter) out.
 
-Every input record passes CONTRACTS.md §4.3 steps 1–3 (size, JSON, privacy, schema, key); an
+Every input record passes docs/CONTRACTS.md §4.3 steps 1–3 (size, JSON, privacy, schema, key); an
 observation also passes step 4 (fact values), a plan §3's validation against the capability
 catalog. :meth:`Gate.admit` never raises for any input bytes or key: a bad record becomes a
 :class:`Rejected` carrying its :class:`~topics.records.DeadLetter` (§10), so a bad record never
@@ -272,7 +272,7 @@ def _paths_text(paths: Sequence[str]) -> str:
 def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, str]]:
     """Every reason ``plan`` cannot run, as (path, problem) pairs; empty when it is valid.
 
-    Checks (CONTRACTS.md §3, §11): steps and ``allowed_action_contracts`` name catalog
+    Checks (docs/CONTRACTS.md §3, §11): steps and ``allowed_action_contracts`` name catalog
     capabilities and operations exposed to a planner (not ``NO_GO``); required args are present
     and well typed (``area_ids`` within the plan's areas); step IDs are unique; ``depends_on``
     names earlier-declared or later steps of the plan and has no cycle; subscriptions name

@@ -1,4 +1,4 @@
-"""Topic names of CONTRACTS.md §1 under a configurable prefix."""
+"""Topic names of docs/CONTRACTS.md §1 under a configurable prefix."""
 
 from __future__ import annotations
 

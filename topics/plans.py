@@ -1,4 +1,4 @@
-"""The Adaptive Home Guardian plan (CONTRACTS.md §3) for one device, as ``guardian start`` sends it."""
+"""The Adaptive Home Guardian plan (docs/CONTRACTS.md §3) for one device, as ``guardian start`` sends it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pydantic v2 models of every record of CONTRACTS.md (§3–§10).
+"""Pydantic v2 models of every record of docs/CONTRACTS.md (§3–§10).
 
 Input records (plans, observations, task events, device context) reject unknown fields
 (``extra="forbid"``) and use strict scalar types: a number in a string, a float where an integer

@@ -230,8 +230,8 @@ def test_a_quiet_device_pending_change_is_confirmed_by_the_timer_even_after_a_re
     kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
 ) -> None:
     """Low light turns true and the device says nothing more: the live worker confirms the change
-    when the window has passed (§4.3 step 7), as replay does at the end of its input — also when the
-    worker was restarted while the change was pending."""
+    when the window has passed (docs/CONTRACTS.md §4.3 step 7), as replay does at the end of its input —
+    also when the worker was restarted while the change was pending."""
     names = TopicNames(topic_prefix)
     from tests.streams import Script
 

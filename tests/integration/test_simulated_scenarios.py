@@ -1,4 +1,4 @@
-"""Every scenario of SCENARIOS.md (HG-01..HG-12) live: a real broker, a real ``guardian worker``
+"""Every scenario of docs/SCENARIOS.md (HG-01..HG-12) live: a real broker, a real ``guardian worker``
 subprocess, and ``guardian simulate`` playing the devices. The simulator's own verdict is checked,
 and then the outputs are read back from the topics and judged independently."""
 

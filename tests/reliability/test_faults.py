@@ -1,4 +1,4 @@
-"""Fault injection under load (SCENARIOS.md HG-21, HG-22): worker SIGKILL, broker restart, a second
+"""Fault injection under load (docs/SCENARIOS.md HG-21, HG-22): worker SIGKILL, broker restart, a second
 worker joining and leaving the consumer group, and a flood of poison records.
 
 The load is every scripted scenario (``tests.scenario_scripts``) on several devices each, plus the

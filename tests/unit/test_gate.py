@@ -1,4 +1,4 @@
-"""The gate: one test per dead-letter reason code, in CONTRACTS.md §4.3 order, and plan checks."""
+"""The gate: one test per dead-letter reason code, in docs/CONTRACTS.md §4.3 order, and plan checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The record models against the examples of CONTRACTS.md."""
+"""The record models against the examples of docs/CONTRACTS.md."""
 
 from __future__ import annotations
 

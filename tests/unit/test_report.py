@@ -1,4 +1,4 @@
-"""The HTML incident report: what a user sees, built from records shaped as in CONTRACTS.md §6–§8, §10."""
+"""The HTML incident report: what a user sees, from records shaped as in docs/CONTRACTS.md §6–§8, §10."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SCENARIOS.md HG-01..HG-09, HG-11, HG-12 through ``guardian replay``'s logic (no broker)."""
+"""docs/SCENARIOS.md HG-01..HG-09, HG-11, HG-12 through ``guardian replay``'s logic (no broker)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bounded context of CONTRACTS.md §6.1 (``supervisor.context.build_context``)."""
+"""The bounded context of docs/CONTRACTS.md §6.1 (``supervisor.context.build_context``)."""
 
 from __future__ import annotations
 

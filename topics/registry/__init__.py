@@ -1,4 +1,4 @@
-"""The observation contract registry (CONTRACTS.md §4.1) and the capability catalog (§11), kept as
+"""The observation contract registry (docs/CONTRACTS.md §4.1) and the capability catalog (§11), kept as
 JSON data next to this module and loaded into typed, frozen objects.
 
 Nothing is cached here: call :func:`load_registry` once and keep the :class:`Registry`.
