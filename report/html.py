@@ -46,6 +46,10 @@ TABLE_ROWS_MAX: Final = 300
 SVG_MARK_BUDGET: Final = 50_000
 SVG_MARKS_MIN: Final = 40
 SVG_MARKS_MAX: Final = 600
+#: marks of the one-row strips of the shared time axis (decisions, dispatches, drops, dead letters)
+STRIP_MARK_BUDGET: Final = 20_000
+STRIP_MARKS_MIN: Final = 10
+STRIP_MARKS_MAX: Final = 200
 DETAIL_ROWS_MAX: Final = 50
 OPEN_LANES_MAX: Final = 40
 
@@ -971,8 +975,14 @@ def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
         if at is not None:
             marks.append((at, "k-dead", f"dead letter: {_str(rec, 'reason_code')}"))
     if len(marks) > cap:
-        step = len(marks) / cap
-        marks = [marks[int(i * step)] for i in range(cap)]
+        # drops are sampled first: every other mark is kept while the cap allows
+        main = [m for m in marks if m[1] != "k-drop"]
+        drops = [m for m in marks if m[1] == "k-drop"]
+        if len(main) >= cap:
+            marks = [main[int(i * len(main) / cap)] for i in range(cap)]
+        else:
+            k = cap - len(main)
+            marks = main + [drops[int(i * len(drops) / k)] for i in range(k)]
     for at, cls, tip in marks:
         parts.append(
             f'<circle class="{cls}" cx="{axis.x(at):.1f}" cy="9" r="3.5"><title>{_e(tip)}</title></circle>'
@@ -981,7 +991,14 @@ def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
     return "".join(parts)
 
 
-def _lane_html(index: int, lane: _Lane, table_cap: int, svg_cap: int, open_: bool, axis: _Axis) -> str:
+def _strip_size(lane: _Lane) -> int:
+    marks = sum(1 for r in lane.entries if _str(r, "stage") in ("decide", "act", "drop", "end", "goal"))
+    return marks + len(lane.dead_letters)
+
+
+def _lane_html(
+    index: int, lane: _Lane, table_cap: int, svg_cap: int, strip_cap: int, open_: bool, axis: _Axis
+) -> str:
     status = lane.status
     times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
     span = f"{_fmt_time(min(times))} · {_fmt_dur(max(times) - min(times))}" if times else "no timeline"
@@ -1008,7 +1025,7 @@ def _lane_html(index: int, lane: _Lane, table_cap: int, svg_cap: int, open_: boo
         f"<summary>{name}"
         f'<button type="button" class="dev mono" data-filter-device="{_e(lane.device_id)}" '
         f'title="show only this device">{_e(lane.device_id or "?")}</button>'
-        f'{badge}<span class="meta">{_e(meta)}</span>{_shared_strip(lane, axis, SVG_MARKS_MIN * 3)}</summary>'
+        f'{badge}<span class="meta">{_e(meta)}</span>{_shared_strip(lane, axis, strip_cap)}</summary>'
     )
     anchors = _anchors(index, lane, table_cap)
     body: list[str] = []
@@ -1462,6 +1479,9 @@ def render_report(
     sizes = [len(lane.entries) for lane in lanes]
     table_cap = _water_fill(sizes, TABLE_ROW_BUDGET, TABLE_ROWS_MIN, TABLE_ROWS_MAX)
     svg_cap = _water_fill(sizes, SVG_MARK_BUDGET, SVG_MARKS_MIN, SVG_MARKS_MAX)
+    strip_cap = _water_fill(
+        [_strip_size(lane) for lane in lanes], STRIP_MARK_BUDGET, STRIP_MARKS_MIN, STRIP_MARKS_MAX
+    )
     open_ = len(lanes) <= OPEN_LANES_MAX
     capped_tables = sum(1 for s in sizes if s > table_cap)
     capped_charts = sum(1 for s in sizes if s > svg_cap)
@@ -1480,7 +1500,7 @@ def render_report(
             f'<p class="muted">{_n(len(lanes))} lanes: collapsed; filter, then use "expand shown".</p>'
         )
     lanes_html = "".join(
-        _lane_html(i, lane, table_cap, svg_cap, open_, axis) for i, lane in enumerate(lanes, 1)
+        _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis) for i, lane in enumerate(lanes, 1)
     )
     if not lanes:
         lanes_html = '<p class="muted">No experiences and no timeline entries.</p>'
