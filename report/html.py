@@ -3,8 +3,12 @@
 `render_report` turns the pipeline's output records (docs/CONTRACTS.md §6 decisions, §7 dispatches,
 §8 timeline entries, §10 dead letters) and the final statuses of `summary.json` (§12) into one
 HTML page: inline CSS, inline JS and inline SVG, no external reference of any kind, every record
-string escaped. `render_report_from_dir` does the same from a replay/demo output directory and
-writes `report.html` there.
+string escaped. `render_report_from_dir` does the same from a replay/demo output directory
+(reading `divergences.jsonl` and the mode in `summary.json` too) and writes `report.html` there.
+
+Network and voice observations write no timeline entry, so the output files cannot show an outage
+or a voice session: replay hands the report those input records (:func:`device_state_change`,
+``device_states``) and the report draws them as bands.
 
 The page is deterministic (same records, same bytes: no wall clock) and bounded: per-lane entry
 tables and charts are capped by a page-wide budget so that ~2,000 experiences and ~100k timeline
