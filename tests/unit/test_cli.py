@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 from pathlib import Path
 
+import orjson
 import pytest
 
 from guardian import cli
+from guardian.replay import replay_records
 from guardian.settings import Settings
 from guardian.start import build_plan, parse_area_names, refusal
+from tests.scenario_scripts import build
+from tests.streams import T0
 from topics.names import TopicNames
 
 
@@ -162,3 +168,18 @@ def test_start_checks_the_plan_with_the_pipelines_gate() -> None:
     plan["steps"].append({"step_id": "watch", "capability": "live_view", "operation": "start", "args": {}})
     reason = refusal(plan, settings, TopicNames())
     assert reason is not None and reason.startswith("plan_invalid")
+
+
+def test_an_english_deployment_speaks_english_room_names() -> None:
+    """GUARDIAN_LANGUAGE=en: the plan 'guardian start' sends names rooms in English, so the
+    question the robot speaks after a failed verification (HG-03) does too."""
+    script = build("HG-03", device_id="airbot-en")
+    plan = build_plan(cli.parse(["start", "--device", "airbot-en"]), T0, "en")
+    records = [
+        dataclasses.replace(r, value=orjson.dumps(plan)) if r.suffix == "plans" else r for r in script.records
+    ]
+    result = replay_records(records, settings=Settings.from_env({"GUARDIAN_LANGUAGE": "en"}))
+    spoken = [d["tts"] for d in result.outs["dispatch"] if d["tts"]]
+    assert len(spoken) == 1
+    assert "the living room" in spoken[0]
+    assert not re.search("[\uac00-\ud7a3]", spoken[0]), spoken[0]
