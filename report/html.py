@@ -585,7 +585,8 @@ def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
         times.append(last)
     xs = _positions(times)
     kinds = [k for k in _RESTING if any(i.kind == k for i in lane.states)]
-    rows = (*STAGES, *kinds)
+    letters = [*lane.dead_letters, *lane.foreign_dead]
+    rows = (*STAGES, *kinds, *(("dead letter",) if letters else ()))
     height = _TOP + _ROW * len(rows) + _AXIS
     row_y = {row: _TOP + _ROW * i + _ROW / 2 for i, row in enumerate(rows)}
 
@@ -613,6 +614,24 @@ def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
                 f'width="{x1 - x0:.1f}" height="{_ROW - 4:.0f}" rx="3"><title>{_e(_interval_text(interval))}'
                 "</title></rect>"
             )
+    # dead letters, where they arrived
+    if times and letters:
+        dl_marks = []
+        for rec in letters[:SVG_MARKS_MAX]:
+            at = _int(rec, "received_at_ms")
+            if at is None:
+                continue
+            dl_tip = (
+                f"dead letter · {_fmt_clock(at)}\n{_str(rec, 'reason_code')}: {_str(rec, 'detail')}\n"
+                f"{_str(rec, 'source_topic')} [{_str(rec, 'partition')}] @{_str(rec, 'offset')}"
+            )
+            dl_marks.append(
+                f'<rect x="{_x_at(at, times, xs) - 4:.1f}" y="-4" width="8" height="8" '
+                f'transform="rotate(45 {_x_at(at, times, xs):.1f} 0)"><title>{_e(dl_tip)}</title></rect>'
+            )
+        parts.append(
+            f'<g class="k-dead" transform="translate(0,{row_y["dead letter"]:.1f})">{"".join(dl_marks)}</g>'
+        )
     # time axis
     axis_y = _TOP + _ROW * len(rows)
     parts.append(f'<line class="axis" x1="{_X0:.0f}" y1="{axis_y:.0f}" x2="{_X1:.0f}" y2="{axis_y:.0f}"/>')
@@ -1199,7 +1218,7 @@ svg.shared{display:none;width:100%;height:auto;flex-basis:100%}
 html.shared-axis svg.shared{display:block}
 svg.shared .span{fill:#cbd5e1}
 svg.shared circle{stroke:none}
-svg.shared .k-dead{fill:#7f1d1d}
+svg.shared .k-dead,g.k-dead rect{fill:#7f1d1d}
 svg.ruler{position:sticky;top:52px;background:var(--bg);z-index:4}
 .jumped{outline:2px solid #f59e0b;outline-offset:1px}
 a.jump{color:#1d4ed8}

@@ -658,7 +658,9 @@ def test_network_outage_and_voice_session_are_bands_and_the_voice_session_is_the
     target = next(n for n in dom.iter() if n.attrs.get("id") == link.attrs["data-jump"])
     assert target.tag == "li" and "voice session active" in target.text()
     labels = [t.text() for t in aborted.find_all(lambda n: n.tag == "text" and "staterow" in n.classes)]
-    assert labels == ["Voice"]
+    assert labels == ["Voice", "Dead letter"]
+    dead_marks = aborted.find_all(lambda n: n.tag == "g" and "k-dead" in n.classes)[0]
+    assert "privacy_violation: forbidden key at facts.bbox" in dead_marks.text()
 
 
 def test_from_dir_reads_the_mode_and_divergences(tmp_path: Path) -> None:
