@@ -1421,7 +1421,7 @@ def _filters(lanes: Sequence[_Lane]) -> str:
     )
 
 
-def _legend(with_states: bool) -> str:
+def _legend(with_states: bool, with_dead: bool) -> str:
     stages = "".join(f'<span><i style="background:var(--{s})"></i>{s}</span>' for s in STAGES)
     tail = "<span>· end marks take the status colour; hollow marks are drops</span>"
     states = ""
@@ -1431,6 +1431,8 @@ def _legend(with_states: bool) -> str:
             '<span><i class="sq sb-network-reconnecting"></i>network reconnecting</span>'
             '<span><i class="sq sb-voice-active"></i>voice session</span>'
         )
+    if with_dead:
+        states += '<span><i class="sq" style="background:#7f1d1d"></i>dead letter</span>'
     return f'<div class="legend"><span>stages:</span>{stages}{tail}{states}</div>'
 
 
@@ -1541,7 +1543,7 @@ def render_report(
         + _overview(lanes, decisions, dispatches, timeline, dead_letters)
         + '<section id="lanes"><h2>Experiences</h2>'
         + _filters(lanes)
-        + _legend(any(lane.states for lane in lanes))
+        + _legend(any(lane.states for lane in lanes), bool(dead_letters))
         + "".join(notes)
         + _axis_svg(axis)
         + f'<div id="lane-list">{lanes_html}</div>'
