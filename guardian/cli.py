@@ -324,7 +324,7 @@ def build_parser() -> _Parser:
         default=None,
         type=_checked("an ID", _identifier),
         metavar="ID",
-        help="default: exp_DEVICE_TIME",
+        help="the experience's ID; default: exp_DEVICE_MILLISECONDS",
     )
     start.add_argument(
         "--max-decisions", type=_int_at_least(0), default=3, metavar="N", help="decision budget; default: 3"
