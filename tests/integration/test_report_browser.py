@@ -394,7 +394,19 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
     work = tmp_path_factory.mktemp("real")
     (work / "incident.jsonl").write_bytes(_kcat_lines(records))
-    assert cli_main(["replay", str(work / "incident.jsonl"), "--out", str(work / "out")]) == 0
+    assert (
+        cli_main(
+            [
+                "replay",
+                str(work / "incident.jsonl"),
+                "--out",
+                str(work / "out"),
+                "--topic-prefix",
+                "guardian.",
+            ]
+        )
+        == 0
+    )
     return work / "out" / "report.html"
 
 

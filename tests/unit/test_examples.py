@@ -16,7 +16,10 @@ def test_the_example_incident_replays_to_its_expected_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "incident"
-    assert main(["replay", str(EXAMPLES / "incident.jsonl"), "--out", str(out)]) == 0
+    assert (
+        main(["replay", str(EXAMPLES / "incident.jsonl"), "--out", str(out), "--topic-prefix", "guardian."])
+        == 0
+    )
     assert "4 experiences" in capsys.readouterr().out
     expected = json.loads((EXAMPLES / "incident.summary.json").read_text(encoding="utf-8"))
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
