@@ -1219,7 +1219,7 @@ html.shared-axis svg.shared{display:block}
 svg.shared .span{fill:#cbd5e1}
 svg.shared circle{stroke:none}
 svg.shared .k-dead,g.k-dead rect{fill:#7f1d1d}
-svg.ruler{position:sticky;top:52px;background:var(--bg);z-index:4}
+svg.ruler{flex-basis:100%;padding:0 15px}
 .jumped{outline:2px solid #f59e0b;outline-offset:1px}
 a.jump{color:#1d4ed8}
 .chk{white-space:nowrap;color:#374151}
@@ -1233,8 +1233,8 @@ footer{padding:0 12px 20px}
 .cards{grid-template-columns:1fr}
 .stat{min-width:0;flex:1 1 40%}
 .lanebox>summary{padding:8px 10px}
+svg.ruler{padding:0 11px}
 .lanebody{padding:6px 8px 10px}
-svg.ruler{position:static}
 }
 """
 
@@ -1377,7 +1377,8 @@ def _options(values: Iterable[str], order: Sequence[str]) -> str:
     return "".join(f'<option value="{_e(k)}">{_e(k)}</option>' for k in keys if k)
 
 
-def _filters(lanes: Sequence[_Lane]) -> str:
+def _filters(lanes: Sequence[_Lane], ruler: str) -> str:
+    """The sticky bar of filters and order, with the shared time axis' ruler (shown in that mode)."""
     devices = sorted({lane.device_id for lane in lanes if lane.device_id})
     statuses = sorted({lane.status for lane in lanes}, key=lambda s: (_status_rank(s), s))
     dev_opts = "".join(f'<option value="{_e(d)}">{_e(d)}</option>' for d in devices)
@@ -1417,7 +1418,7 @@ def _filters(lanes: Sequence[_Lane]) -> str:
         '<button type="button" id="f-reset">reset</button>'
         '<button type="button" id="f-expand">expand shown</button>'
         '<button type="button" id="f-collapse">collapse shown</button>'
-        f'<span class="count" id="f-count">{_n(len(lanes))} lanes</span></div>'
+        f'<span class="count" id="f-count">{_n(len(lanes))} lanes</span>{ruler}</div>'
     )
 
 
@@ -1542,10 +1543,9 @@ def render_report(
         "</header><main>"
         + _overview(lanes, decisions, dispatches, timeline, dead_letters)
         + '<section id="lanes"><h2>Experiences</h2>'
-        + _filters(lanes)
+        + _filters(lanes, _axis_svg(axis))
         + _legend(any(lane.states for lane in lanes), bool(dead_letters))
         + "".join(notes)
-        + _axis_svg(axis)
         + f'<div id="lane-list">{lanes_html}</div>'
         + "</section></main>"
         "<footer>Times are UTC. Hover a mark for its summary, ref_id and drop reason. "
