@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench.cli:cmd_bench",
     "schema export": "topics.schema:cmd_schema_export",
     "demo": "guardian.demo:cmd_demo",
+    "context summary": "guardian.context_cmd:cmd_context_summary",
 }
 
 
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--patrol-seconds", type=float, default=10.0, help="simulated seconds per area's patrol")
     sim.add_argument("--device-prefix", default=None, help="device ID prefix (default sim<seed>-)")
     sim.add_argument("--progress", action="store_true", help="show a live table of experiences by phase")
+    sim.add_argument(
+        "--no-device-context", action="store_true", help="devices send no device_context.v2 snapshots"
+    )
 
     replay = sub.add_parser("replay", help="replay exported topics through the pipeline, offline")
     _common(replay)
@@ -125,6 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
     sexp = ssub.add_parser("export", help="write one JSON Schema per record type")
     sexp.add_argument("dir")
 
+    context = sub.add_parser("context", help="device context v2")
+    csub = context.add_subparsers(dest="context_command", required=True)
+    csum = csub.add_parser(
+        "summary", help="print the planner summary of a device's context from a replay file"
+    )
+    _common(csum)
+    csum.add_argument("files", nargs="+")
+    csum.add_argument("--device", required=True)
+    csum.add_argument("--at-ms", type=int, default=None, help="as of this receive time (default: the end)")
+
     demo = sub.add_parser("demo", help="the whole job: broker, worker, simulated fleet, report")
     _common(demo)
     demo.add_argument("--devices", type=int, default=20)
@@ -140,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _command_key(args: argparse.Namespace) -> str:
     key = args.command
-    for sub in ("kafka_command", "topics_command", "schema_command"):
+    for sub in ("kafka_command", "topics_command", "schema_command", "context_command"):
         value = getattr(args, sub, None)
         if value:
             key = f"{key} {value}"

@@ -109,7 +109,7 @@ def failed_verification(s: Script, attempt: int = 1) -> str:
 
 
 def patrol_with(*steps: str) -> Script:
-    s = Script().start().wait(500).security_started().wait(800).patrol("2")
+    s = Script().start().wait(500).security_started().wait(800).patrol("2").fresh_context()
     for step in steps:
         s.wait(700)
         if step == "failed":
