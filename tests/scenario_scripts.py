@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.streams import T0, Script
+from topics.plans import guardian_plan
 
 CANARY = "CANARY-7f3a"
 
@@ -328,8 +329,11 @@ def _area(area_id: str, name: str) -> dict[str, str]:
 
 def hg15(s: Script) -> Script:
     """HG-15: rich device context (coordinates, raw readings, streaming, a stale network), a
-    promoted trigger, then a context record with a forbidden key (dead letter, changes nothing)."""
-    s.start().wait(500).security_started()
+    promoted trigger, then a context record with a forbidden key (dead letter, changes nothing). The
+    plan also allows air cleaning, so the air quality is among the domains its planning reads."""
+    plan = guardian_plan(s.device_id, created_at_ms=s.t)
+    plan["allowed_action_contracts"].append("air_cleaning.start_room_cleaning")
+    s.start_plan(plan).wait(500).security_started()
     s.wait(300).context(
         {
             "movement": {
