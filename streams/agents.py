@@ -330,7 +330,11 @@ class PipelineShell:
         mono = time.monotonic()
         for device_id, (partition, at) in self.pending_confirm.items():
             now_ms = self.stream_time.get(partition, 0)
-            if now_ms < at and mono - self.last_activity.get(partition, 0.0) >= idle_s:
+            # records the merge holds back for this partition are not quiet: its clock waits for them
+            idle = mono - self.last_activity.get(partition, 0.0) >= idle_s and not self.merger.holds(
+                partition
+            )
+            if now_ms < at and idle:
                 now_ms = max(now_ms, wall_ms)
             if at <= now_ms:
                 due.append((device_id, partition, now_ms))

@@ -43,12 +43,14 @@ def fleet(prefix: str, t0: int) -> tuple[list[InputRecord], dict[str, str]]:
 
 def produce_plans_first(bootstrap: str, names: TopicNames, records: list[InputRecord]) -> None:
     """Experiences start before anything refers to them (as in life): plans first, until every
-    goal is in the timeline, then the devices' records."""
-    plans = [r for r in records if r.suffix == "plans"]
+    goal is in the timeline, then the devices' records. A plan with preconditions goes with its
+    device's records, in time order: the device context it is judged on comes before it."""
+    gated = {r.key for r in records if r.suffix == "plans" and b'"preconditions"' in (r.value or b"")}
+    plans = [r for r in records if r.suffix == "plans" and r.key not in gated]
     started = {orjson.loads(r.value or b"{}").get("experience_id") for r in plans}
     asyncio.run(produce(bootstrap, plans))
     asyncio.run(collect(bootstrap, names, lambda o: started <= set(o.statuses()), timeout_s=90, settle_s=0))
-    asyncio.run(produce(bootstrap, [r for r in records if r.suffix != "plans"]))
+    asyncio.run(produce(bootstrap, [r for r in records if r.suffix != "plans" or r.key in gated]))
 
 
 def all_ended(expected: dict[str, str]) -> Any:
@@ -112,6 +114,19 @@ def test_every_scenario_live_matches_replay_and_export(
         "HG-11": "completed",
         "HG-12": "completed",
         "HG-12-B": "active",
+        # device context v2: a replan without battery and map context moves nowhere (HG-04-B);
+        # preconditions start, block at once, or wait for a refresh (HG-13, HG-14); HG-15, HG-16
+        "HG-04-B": "completed",
+        "HG-13a": "active",
+        "HG-13b": "blocked",
+        "HG-13c": "blocked",
+        "HG-13d": "blocked",
+        "HG-13e": "blocked",
+        "HG-14f": "active",
+        "HG-14g": "blocked",
+        "HG-14h": "blocked",
+        "HG-15": "completed",
+        "HG-16": "blocked",
     }
     worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
     try:

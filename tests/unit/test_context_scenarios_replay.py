@@ -271,3 +271,20 @@ def test_hg16_person_question_names_the_room(language: str) -> None:
     result = run("HG-03", Settings.from_env({"GUARDIAN_LANGUAGE": language}))
     text = result.outs["dispatch"][0]["requests"][0]["args"]["text"]
     assert "거실" in text and "_" not in text and not any(ch.isdigit() for ch in text)
+
+
+def test_the_report_shows_preconditions_blocked_and_condition_not_met() -> None:
+    from report import render_report
+
+    records = build("HG-13b").records + hg04b("low")(Script(device_id="airbot-0002")).records
+    result = replay_records(records, settings=SETTINGS)
+    page = render_report(
+        decisions=result.outs["decisions"],
+        dispatches=result.outs["dispatch"],
+        timeline=result.outs["timeline"],
+        dead_letters=result.outs["deadletter"],
+        statuses=result.summary["experiences"],
+    )
+    assert 'class="badge st-blocked"' in page
+    assert "condition_not_met" in page and "dr-condition_not_met" in page
+    assert "condition KNOWN false: battery.estimated_work_budget is low" in page
