@@ -117,7 +117,7 @@ class DeviceState:
         return cls.from_obj(orjson.loads(raw))
 
     def to_obj(self) -> dict[str, Any]:
-        return {
+        obj: dict[str, Any] = {
             "v": 1,
             "device_id": self.device_id,
             "active_experience_id": self.active_experience_id,
@@ -139,9 +139,13 @@ class DeviceState:
             "voice_session_active": self.voice_session_active,
             "timeline_seq": self.timeline_seq,
             "last_received_ms": self.last_received_ms,
-            "context": {k: e.to_list() for k, e in self.context.items()},
-            "precondition_due_ms": self.precondition_due_ms,
         }
+        # device context v2 (left out while empty: most devices' state stays as small as before)
+        if self.context:
+            obj["context"] = {k: e.to_list() for k, e in self.context.items()}
+        if self.precondition_due_ms is not None:
+            obj["precondition_due_ms"] = self.precondition_due_ms
+        return obj
 
     @classmethod
     def from_obj(cls, d: dict[str, Any]) -> DeviceState:

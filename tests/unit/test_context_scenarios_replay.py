@@ -152,14 +152,25 @@ def test_hg14g_blocks_ten_seconds_after_the_plan() -> None:
 
 
 def test_hg14g_summary_shows_active_while_waiting() -> None:
+    from guardian.replay import build_summary
+
     script = build("HG-14g")
-    script.wait(3000).context({"vision": {"data": {"low_light": False}}})
-    # cut before the deadline: the replay's end of input decides it ...
     result = replay_records(script.records, settings=SETTINGS)
-    assert status(result) == "blocked"
-    # ... while the timeline up to the snapshot shows the plan waiting
+    # the outputs up to the deadline: only the refresh dispatch's entry, and the plan waits
     waiting = [e for e in result.outs["timeline"] if e["stage"] != "end"]
     assert [e["stage"] for e in waiting] == ["act"]
+    outs = {**result.outs, "timeline": waiting}
+    assert build_summary(outs, "rules")["experiences"] == {script.experience_id: "active"}
+    assert result.summary["experiences"] == {script.experience_id: "blocked"}
+
+
+def test_envelope_fields_are_checked() -> None:
+    s = Script()
+    s.context({"battery": {"data": {"charging": True}, "planner_exposure": "everyone"}})
+    s.context({"battery": {"data": {"charging": True}, "sensitivity": "secret"}})
+    s.context({"weather": {"data": {"rain": True}}})
+    result = replay_records(s.records, settings=SETTINGS)
+    assert [d["reason_code"] for d in result.outs["deadletter"]] == ["schema_invalid"] * 3
 
 
 def test_hg14h_fresh_snapshot_known_false_blocks_at_once() -> None:
@@ -288,3 +299,31 @@ def test_the_report_shows_preconditions_blocked_and_condition_not_met() -> None:
     assert 'class="badge st-blocked"' in page
     assert "condition_not_met" in page and "dr-condition_not_met" in page
     assert "condition KNOWN false: battery.estimated_work_budget is low" in page
+
+
+def test_device_context_survives_the_state_store() -> None:
+    from pipeline.core import Pipeline
+    from pipeline.runner import MemoryStore, Processor
+    from supervisor import rules
+    from tables.state import DeviceState
+    from topics.registry import load_registry
+
+    registry = load_registry()
+    processor = Processor(registry, Pipeline(registry), rules.decide)
+    store = MemoryStore()
+    for r in build("HG-14g").records:
+        processor.process(
+            store,
+            r.suffix,
+            r.key,
+            r.value,
+            source_topic=r.topic,
+            partition=0,
+            offset=r.offset,
+            received_at_ms=r.ts,
+        )
+    dev = store.devices["airbot-0001"]
+    assert dev.precondition_due_ms is not None and set(dev.context) == {"air_quality", "battery"}
+    again = DeviceState.from_json(dev.to_json())
+    assert again == dev
+    assert b"context" not in DeviceState(device_id="x").to_json()  # nothing extra while empty

@@ -211,3 +211,38 @@ def test_no_summary_ever_holds_raw_or_forbidden_values(context: dict[str, KeptEn
         if "current_area_id" in data:
             assert data["current_area_id"] == "9"  # an ID only where no name exists
     assert "streaming" not in summary["domains"]
+
+
+def _sample(spec: Any) -> Any:
+    return {
+        "bool": True,
+        "enum": spec.values[0] if spec.values else "x",
+        "id": "2",
+        "str": "text",
+        "int": spec.max if spec.max is not None else 7,
+        "number": 1.5,
+        "area_list": [{"area_id": "2", "area_name": "거실"}],
+    }[spec.type]
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_every_domain_projects_state_keys_only(stale: bool) -> None:
+    everything = {"allowed_action_contracts": [f"{c}.any" for c in REGISTRY.capabilities]}
+    context = {}
+    for name, domain in DOMAIN_TABLE.items():
+        data = {k: _sample(spec) for k, spec in domain.keys.items()}
+        context[name] = _env(name, data, age=domain.default_ttl_ms + 1 if stale else 1)
+    summary = planner_summary(everything, context, NOW, REGISTRY)["domains"]
+    read = {d for cap in REGISTRY.capabilities.values() for d in cap.context_reads}
+    assert set(summary) == read - {"streaming"}
+    assert "streaming" not in summary and "schedule" not in summary  # nothing in play reads it
+    for name, entry in summary.items():
+        assert entry["state"] == ("stale" if stale else "fresh")
+        shown = set(entry.get("data", {}))
+        state_keys = {k for k, spec in DOMAIN_TABLE[name].keys.items() if spec.projected}
+        # grounding and evidence keys never; an area ID shown as its room name
+        assert shown == {"current_area" if k == "current_area_id" else k for k in state_keys}, name
+        if "current_area" in shown:
+            assert entry["data"]["current_area"] == "거실"
+        if name == "map":
+            assert entry["data"]["areas"] == ["거실"]
