@@ -270,3 +270,29 @@ def test_explicit_paths_load_like_the_packaged_files(tmp_path: Path) -> None:
     loaded = load_registry(c, k)
     assert loaded.contracts.keys() == load_registry().contracts.keys()
     assert loaded.capabilities["security_patrol"].resources == ("camera", "vision", "motion")
+
+
+def test_the_worker_refuses_to_start_naming_a_bad_requires(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    data = copy.deepcopy(_packaged("capabilities.json"))
+    data["capabilities"]["air_cleaning"]["requires"]["start_room_cleaning"] = {
+        "path": "air_quality.grade",
+        "op": "roughly",
+        "value": "bad",
+    }
+    path = _write(tmp_path, "capabilities.json", data)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
+    env |= {"GUARDIAN_CAPABILITIES_FILE": str(path), "GUARDIAN_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+    done = subprocess.run(
+        [sys.executable, "-m", "guardian", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "air_cleaning.requires.start_room_cleaning: condition.op: unknown operator" in done.stderr
