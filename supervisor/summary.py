@@ -10,8 +10,8 @@ device's context:
    *grounding* nor *evidence*; ``streaming`` never;
 4. each domain is ``{"state": "fresh"|"stale"|"unavailable", "age_ms": N, "data": {...}}``,
    freshness computed now on the receive-time clock; a stale domain keeps its values and says
-   ``stale``; an unavailable one has no ``data``; a domain with no envelope is left out, as are
-   empty sections;
+   ``stale``; an unavailable one has no ``data``; a domain with no envelope (or one observed more
+   than 5 s ahead of the receive-time clock) is left out, as are empty sections;
 5. area IDs are replaced by their room names (``map.areas``, else the plan's ``area_names``);
    an area without a name keeps its ID;
 6. never coordinates, raw readings, frames, URLs, PIN or face data, credentials, logs, or a key
@@ -118,8 +118,8 @@ def planner_summary(
         env = context.get(domain)
         if env is None or domain in NEVER_PROJECTED or domain not in DOMAIN_TABLE:
             continue
-        if env.exposure != "summary" or env.sensitivity != "normal":
-            continue
+        if env.exposure != "summary" or env.sensitivity != "normal" or env.skewed(now_ms):
+            continue  # not for a planner; or from a clock ahead of ours, never current
         age = env.age_ms(now_ms)
         entry: dict[str, Any]
         if not env.available:

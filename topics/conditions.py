@@ -262,6 +262,8 @@ def _leaf(
         return Result("UNKNOWN", False, (f"{domain} (no envelope)",))
     if not env.available:
         return Result("UNKNOWN", False, (f"{domain} (unavailable)",))
+    if env.skewed(now_ms):
+        return Result("UNKNOWN", False, (f"{domain} (observed in the future: clock skew)",))
     age = env.age_ms(now_ms)
     if age > env.ttl_ms:
         return Result("STALE", False, (f"{domain} (age {age} ms > ttl {env.ttl_ms} ms)",))

@@ -28,6 +28,9 @@ KeyRole = Literal["state", "grounding", "evidence"]
 
 #: The most areas a ``map.areas`` list may hold.
 MAX_MAP_AREAS = 64
+#: An envelope observed more than this after the evaluation time is clock skew: never current
+#: (the same bound as an observation's, §4.3 step 6).
+MAX_CLOCK_SKEW_MS = 5_000
 _ID_RE = re.compile(ID_PATTERN)
 
 
@@ -249,7 +252,11 @@ class KeptEnvelope:
         return max(0, now_ms - self.observed_at_ms)
 
     def is_fresh(self, now_ms: int) -> bool:
-        return self.age_ms(now_ms) <= self.ttl_ms
+        return not self.skewed(now_ms) and self.age_ms(now_ms) <= self.ttl_ms
+
+    def skewed(self, now_ms: int) -> bool:
+        """Observed more than 5 s after ``now_ms``: the device's clock is ahead; never current."""
+        return self.observed_at_ms > now_ms + MAX_CLOCK_SKEW_MS
 
     def to_list(self) -> list[Any]:
         return [
@@ -272,6 +279,7 @@ ContextView = Mapping[str, KeptEnvelope]
 
 __all__ = [
     "DOMAIN_TABLE",
+    "MAX_CLOCK_SKEW_MS",
     "MAX_MAP_AREAS",
     "NEVER_PROJECTED",
     "ContextView",

@@ -285,3 +285,11 @@ def test_combinators_follow_the_table(
         assert negated.state == combined.state and not negated.passes
     else:
         assert negated.value != combined.value
+
+
+def test_an_envelope_from_a_clock_ahead_is_never_current() -> None:
+    ahead = {"battery": env("battery", {"estimated_work_budget": "high"}, age=-60_000)}
+    result = evaluate(LOW, ahead, NOW)
+    assert result.state == "UNKNOWN" and "clock skew" in result.describe()
+    slightly = {"battery": env("battery", {"estimated_work_budget": "high"}, age=-4_000)}
+    assert evaluate(LOW, slightly, NOW).passes  # within the 5 s allowance

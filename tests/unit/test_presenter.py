@@ -246,3 +246,9 @@ def test_every_domain_projects_state_keys_only(stale: bool) -> None:
             assert entry["data"]["current_area"] == "거실"
         if name == "map":
             assert entry["data"]["areas"] == ["거실"]
+
+
+def test_a_domain_from_a_clock_ahead_is_left_out_of_the_summary() -> None:
+    plan = guardian_plan("airbot-0001")
+    context = {"battery": _env("battery", {"estimated_work_budget": "high"}, age=-60_000)}
+    assert planner_summary(plan, context, NOW, REGISTRY)["domains"] == {}
