@@ -315,3 +315,40 @@ def test_the_dedup_sweep_prunes_old_keys_in_a_live_worker(
             db.close()
     assert f"dev-sweep\x1f{recent}".encode() in keys
     assert f"dev-sweep\x1f{old}".encode() not in keys
+
+
+def test_a_quiet_device_precondition_deadline_is_decided_by_the_timer_even_after_a_restart(
+    kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """HG-14 (g): the plan waits for a fresh snapshot that never comes. The live worker's timer ends
+    it `blocked` 10 s after the plan (§9.4), as replay does at the end of its input — also when
+    the worker was restarted while the plan was waiting."""
+    names = TopicNames(topic_prefix)
+    from tests.scenario_scripts import hg14
+    from tests.streams import Script
+
+    quiet = hg14("g")(Script(device_id="dev-waiting", prefix=topic_prefix, t=int(time.time() * 1000) + 500))
+    replayed = replay_records(quiet.records, settings=SETTINGS)
+    assert replayed.summary["experiences"] == {quiet.experience_id: "blocked"}
+
+    first = WorkerProcess(guardian_env, tmp_path / "w1.log", worker_id="w1").start()
+    try:
+        asyncio.run(produce(kafka_bootstrap, quiet.records))
+
+        def waiting(out: Outputs) -> bool:
+            return bool(out.values["dispatch"])
+
+        # stopped as soon as the refresh is out (the deadline is about 10 s away by then)
+        asyncio.run(collect(kafka_bootstrap, names, waiting, timeout_s=60, settle_s=0))
+    finally:
+        first.stop()
+    second = WorkerProcess(guardian_env, tmp_path / "w2.log", worker_id="w1").start()
+    try:
+        live = asyncio.run(
+            collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=90)
+        )
+    finally:
+        second.stop()
+    compare(live, replayed)
+    (end,) = [e for e in live.values["timeline"] if e["stage"] == "end"]
+    assert end["at_ms"] == quiet.plan["created_at_ms"] + 10_000
