@@ -9,6 +9,10 @@ dedup → freshness → debounce → correlation → policy → budget → super
 refinement: the ``cross_device`` part of step 8 is checked as soon as the record is known to be
 fresh (before debounce), so a record correlated to another device's experience is dead-lettered
 even when debounce would have held or swallowed it; nothing else moves.
+
+Device context v2 (§9) lives in :mod:`pipeline.context_steps`, called from small hooks here: the
+kept snapshot, plan preconditions (an experience may wait, phase ``pending``, for a refresh until a
+deadline decided like a debounce window), and ``requires`` on requests before a dispatch goes.
 """
 
 from __future__ import annotations
@@ -41,7 +45,6 @@ MIN_DEDUP_WINDOW_MS = 600_000
 #: §4.3 step 6: an observation more than 5 s in the future is clock skew.
 MAX_CLOCK_SKEW_MS = 5_000
 
-DEVICE_CONTEXT = "device-context"
 VOICE_PIPELINE_CONTRACT = "voice_llm.pipeline_state_changed"
 
 #: Decider: rules (synchronous) for inline decisions; None queues triggers for an async backend.
