@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench.cli:cmd_bench",
     "schema export": "topics.schema:cmd_schema_export",
     "demo": "guardian.demo:cmd_demo",
+    "context summary": "guardian.context_cmd:cmd_context_summary",
 }
 
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -397,6 +398,11 @@ def build_parser() -> _Parser:
         help="device ID prefix; default: sim<seed>-",
     )
     sim.add_argument("--progress", action="store_true", help="show a live table of experiences by phase")
+    sim.add_argument(
+        "--no-device-context",
+        action="store_true",
+        help="devices send no device_context.v2 snapshots (default: they do)",
+    )
 
     replay = _sub(
         sub,
@@ -535,6 +541,29 @@ def build_parser() -> _Parser:
         help="output directory (created if missing)",
     )
 
+    context = _sub(sub, "context", "device context v2", "Device context v2 tools.")
+    csub = context.add_subparsers(dest="context_command", required=True, metavar="ACTION")
+    csum = _sub(
+        csub,
+        "summary",
+        "print the planner summary of a device's context from a replay file",
+        "Run the input records of kcat -C -J file(s) through the pipeline's logic, as 'guardian "
+        "replay' does, and print the planner summary (planner_context_summary.v2) of one device's "
+        "context as JSON: what a planner or the model saw.",
+    )
+    _prefix_opt(csum)
+    csum.add_argument("files", nargs="+", metavar="FILE", help="kcat -C -J file(s)")
+    csum.add_argument(
+        "--device", required=True, type=_checked("an ID", _identifier), metavar="ID", help="the device"
+    )
+    csum.add_argument(
+        "--at-ms",
+        type=_int_at_least(0),
+        default=None,
+        metavar="T",
+        help="as of this receive time (ms since the epoch); default: the device's last record",
+    )
+
     demo = _sub(
         sub,
         "demo",
@@ -598,7 +627,7 @@ def _version() -> str:
 
 def _command_key(args: argparse.Namespace) -> str:
     key = args.command
-    for sub in ("kafka_command", "topics_command", "schema_command"):
+    for sub in ("kafka_command", "topics_command", "schema_command", "context_command"):
         value = getattr(args, sub, None)
         if value:
             key = f"{key} {value}"

@@ -241,10 +241,10 @@ def build_summary(outs: dict[str, list[dict[str, Any]]], mode: str) -> dict[str,
         exp_id = entry.get("experience_id")
         if not exp_id:
             continue
-        if entry.get("stage") == "goal":
-            experiences.setdefault(exp_id, "active")
-        elif entry.get("stage") == "end":
+        if entry.get("stage") == "end":
             experiences[exp_id] = str(entry.get("status"))
+        else:  # a goal, or a plan waiting for its preconditions (its refresh dispatch)
+            experiences.setdefault(exp_id, "active")
     drops = Counter(e["drop_reason"] for e in outs["timeline"] if e.get("stage") == "drop")
     return {
         "decisions_mode": mode,

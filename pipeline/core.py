@@ -9,6 +9,10 @@ dedup → freshness → debounce → correlation → policy → budget → super
 refinement: the ``cross_device`` part of step 8 is checked as soon as the record is known to be
 fresh (before debounce), so a record correlated to another device's experience is dead-lettered
 even when debounce would have held or swallowed it; nothing else moves.
+
+Device context v2 (§9) lives in :mod:`pipeline.context_steps`, called from small hooks here: the
+kept snapshot, plan preconditions (an experience may wait, phase ``pending``, for a refresh until a
+deadline decided like a debounce window), and ``requires`` on requests before a dispatch goes.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from pipeline import ids
-from supervisor.questions import Language, user_question
+from pipeline import context_steps, ids
+from supervisor.presenter import Language, user_question
 from supervisor.verdict import Verdict
 from tables.state import (
     RECENT_PROMOTED,
@@ -41,7 +45,6 @@ MIN_DEDUP_WINDOW_MS = 600_000
 #: §4.3 step 6: an observation more than 5 s in the future is clock skew.
 MAX_CLOCK_SKEW_MS = 5_000
 
-DEVICE_CONTEXT = "device-context"
 VOICE_PIPELINE_CONTRACT = "voice_llm.pipeline_state_changed"
 
 #: Decider: rules (synchronous) for inline decisions; None queues triggers for an async backend.
@@ -142,7 +145,8 @@ class Pipeline:
 
     @staticmethod
     def _active(dev: DeviceState, exp: ExperienceState | None) -> ExperienceState | None:
-        if exp is None or exp.phase == "ended" or dev.active_experience_id != exp.experience_id:
+        """The device's running experience (not ended, not waiting for its preconditions)."""
+        if exp is None or exp.phase in ("ended", "pending") or dev.active_experience_id != exp.experience_id:
             return None
         return exp
 
@@ -172,7 +176,8 @@ class Pipeline:
                 experience_id=plan.experience_id,
             )
             return res
-        current = self._active(dev, exp)
+        context_steps.deadline_due(self, dev, exp, res, received_at_ms)
+        current = self._active(dev, exp) or context_steps.pending_experience(dev, exp)
         if current is not None:
             self._end(dev, current, res, "superseded", received_at_ms, f"superseded by {plan.experience_id}")
         plan_dict = plan.model_dump(mode="json")
@@ -192,37 +197,22 @@ class Pipeline:
             budgets=budgets,
         )
         dev.active_experience_id = plan.experience_id
-        names = ", ".join(new.area_name(a) or "an area" for a in new.areas)
-        self._timeline(
-            dev,
-            res,
-            experience_id=new.experience_id,
-            at_ms=received_at_ms,
-            stage="goal",
-            ref_id=new.experience_id,
-            summary=f"goal: {plan.goal_id} ({len(new.areas)} areas: {names})",
-        )
         res.experience = new
+        context_steps.admit_plan(self, dev, new, res, received_at_ms)
         res.owner = (plan.experience_id, dev.device_id)
         return res
 
     # ------------------------------------------------------------------------------------------
-    # device context v2 (§9): kept as a summary in the snapshot, never promoted
+    # device context v2 (§9): kept per domain, never promoted; a pending plan is evaluated again
     # ------------------------------------------------------------------------------------------
     def on_device_context(
         self, dev: DeviceState, exp: ExperienceState | None, ctx: DeviceContext, received_at_ms: int
     ) -> Result:
         res = Result(experience=exp)
         dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
-        current = dev.snapshot.get(DEVICE_CONTEXT)
-        if current is None or ctx.observed_at_ms > current.observed_at_ms:
-            facts: dict[str, str | bool | int] = {
-                name: ("unavailable" if not env.available else env.freshness.state)
-                for name, env in ctx.domains.items()
-            }
-            dev.snapshot[DEVICE_CONTEXT] = SnapshotEntry(
-                ctx.event_id or f"ctx@{ctx.observed_at_ms}", ctx.observed_at_ms, received_at_ms, facts
-            )
+        context_steps.deadline_due(self, dev, exp, res, received_at_ms)
+        if context_steps.apply_snapshot(dev, ctx):
+            context_steps.on_snapshot(self, dev, exp, res, received_at_ms)
         return res
 
     # ------------------------------------------------------------------------------------------
@@ -247,7 +237,8 @@ class Pipeline:
             self._drop(dev, res, "duplicate", obs.event_id, received_at_ms, f"duplicate {obs.type}")
             return res
         res.mark_seen = True
-        # pending debounce changes whose window has passed on the receive-time clock
+        # pending debounce changes (and a precondition deadline) passed on the receive-time clock
+        context_steps.deadline_due(self, dev, exp, res, received_at_ms)
         self._confirm_due(dev, exp, res, received_at_ms, owner_of, decide)
         spec = self.registry.contracts[obs.type]
         # 6. freshness
@@ -419,6 +410,7 @@ class Pipeline:
         """Confirm pending debounce changes of a quiet device (live: a timer on the receive-time clock;
         replay: ``now_ms=None`` at the end of its input confirms every one)."""
         res = Result(experience=exp)
+        context_steps.deadline_due(self, dev, exp, res, now_ms)
         if now_ms is None:
             self._confirm(dev, exp, res, lambda st: True, owner_of, decide)
         else:
@@ -434,7 +426,8 @@ class Pipeline:
         if spec.scope == "unscoped":
             return
         if spec.scope == "device":
-            self._cancel(dev, exp, res, trigger, at_ms)
+            if not context_steps.cancel_pending(self, dev, res.experience, res, at_ms):
+                self._cancel(dev, exp, res, trigger, at_ms)
             return
         corr = trigger.correlation
         if corr is None or exp is None:
@@ -735,6 +728,7 @@ class Pipeline:
         tts: str | None,
         at_ms: int,
         check: bool,
+        note: str = "",
     ) -> bool:
         if check:
             problem = self.check_requests(exp, requests)
@@ -748,6 +742,9 @@ class Pipeline:
                     f"dispatch not published: {problem}",
                     experience_id=exp.experience_id,
                 )
+                return False
+            requests = context_steps.passing_requests(self, dev, exp, res, dispatch_id, requests, at_ms)
+            if not requests:
                 return False
         kind = (
             "device_workflow_requests"
@@ -775,7 +772,7 @@ class Pipeline:
             at_ms=at_ms,
             stage="act",
             ref_id=dispatch_id,
-            summary=f"dispatch: {names}",
+            summary=f"dispatch: {names}" + (f"; {note}" if note else ""),
         )
         return True
 
@@ -869,6 +866,7 @@ class Pipeline:
             )
             return res
         res.mark_seen = True
+        context_steps.deadline_due(self, dev, exp, res, received_at_ms)
         self._confirm_due(dev, exp, res, received_at_ms, owner_of, decide)
         if dev.last_task_sequence is not None and event.sequence <= dev.last_task_sequence:
             self._drop(
@@ -984,6 +982,7 @@ class Pipeline:
         )
         if dev.active_experience_id == exp.experience_id:
             dev.active_experience_id = None
+            dev.precondition_due_ms = None
         dev.remember_ended(exp.experience_id, status)
 
 

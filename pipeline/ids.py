@@ -22,3 +22,13 @@ def dispatch_id(decision_id_: str, index: int = 0) -> str:
 def local_dispatch_id(event_id: str) -> str:
     """A dispatch without a decision (a §6.3 local action, or a plan's start): from its event ID."""
     return "dsp_" + _h("local", event_id)
+
+
+def context_refresh_dispatch_id(device_id: str, experience_id: str) -> str:
+    """The ``device_context.refresh`` dispatch a plan's preconditions ask for (§9.4)."""
+    return "dsp_" + _h("context_refresh", device_id, experience_id)
+
+
+def precondition_question_dispatch_id(device_id: str, experience_id: str) -> str:
+    """The ``voice_content.speak`` question of a plan whose preconditions are unknown (§9.4)."""
+    return "dsp_" + _h("precondition_question", device_id, experience_id)

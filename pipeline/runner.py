@@ -214,12 +214,13 @@ class Processor:
     def confirm_quiet(
         self, store: StateStore, device_id: str, now_ms: int | None, coords: Coords | None = None
     ) -> Processed:
-        """Confirm a quiet device's pending debounce changes (timer live, end of input in replay)."""
+        """Confirm a quiet device's pending debounce changes and decide a due precondition deadline
+        (timer live, end of input in replay)."""
         prior = store.applied_outputs(device_id, coords) if coords is not None else None
         if prior is not None:
             return Processed(prior, [], device_id)
         dev = store.get_device(device_id)
-        if dev is None or not dev.has_pending():
+        if dev is None or dev.next_due_ms() is None:
             return Processed([], [], device_id)
         res = self.pipeline.confirm_pending(
             dev, store.get_experience(device_id), now_ms, owner_of=store.owner_of, decide=self.decide

@@ -1092,7 +1092,7 @@ def _lane_html(
 _CSS: Final = """
 :root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f7f8fa;--card:#fff;
 --goal:#4f46e5;--observe:#0284c7;--decide:#d97706;--act:#7c3aed;--evidence:#059669;--end:#334155;--drop:#dc2626;
---completed:#15803d;--aborted:#c2410c;--returned:#0e7490;--superseded:#7c3aed;--failed:#b91c1c;--active:#2563eb;
+--completed:#15803d;--aborted:#c2410c;--returned:#0e7490;--superseded:#7c3aed;--failed:#b91c1c;--active:#2563eb;--blocked:#a16207;
 --other:#9ca3af}
 *{box-sizing:border-box}
 html{background:var(--bg)}
@@ -1132,12 +1132,14 @@ white-space:nowrap}
 .st-returned{background:var(--returned);fill:var(--returned)}
 .st-superseded{background:var(--superseded);fill:var(--superseded)}
 .st-failed{background:var(--failed);fill:var(--failed)}
+.st-blocked{background:var(--blocked);fill:var(--blocked)}
 .st-active{background:var(--active);fill:var(--active)}
 .st-other{background:var(--other);fill:var(--other)}
 .dr-stale,.dr-clock_skew,.dr-out_of_order,.dr-duplicate{background:#94a3b8}
 .dr-debounced,.dr-uncorrelated,.dr-not_subscribed{background:#60a5fa}
 .dr-budget_exhausted,.dr-winding_down,.dr-stale_etag{background:#f59e0b}
 .dr-plan_rejected{background:#dc2626}
+.dr-condition_not_met{background:#a16207}
 .dl-privacy_violation,.dl-cross_device{background:#dc2626}.dl-fact_invalid,.dl-plan_invalid{background:#f59e0b}
 .dc-continue{background:#64748b}.dc-ask_user{background:#0891b2}.dc-replan{background:#7c3aed}
 .dc-abort{background:#c2410c}.dc-return_to_station{background:#0e7490}.dc-complete{background:#15803d}

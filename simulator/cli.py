@@ -60,6 +60,7 @@ def config_from_args(args: argparse.Namespace) -> FleetConfig:
         rate=args.rate,
         patrol_seconds=args.patrol_seconds,
         device_prefix=args.device_prefix,
+        device_context=not getattr(args, "no_device_context", False),
     )
 
 

@@ -23,6 +23,7 @@ import orjson
 
 from simulator.clock import Clock
 from simulator.scenarios import Anchor, Beat, Story
+from topics.context import DOMAIN_TABLE
 from topics.gate import Admitted, Gate
 
 #: How many sent records the durable outbox keeps for a re-send after a restart.
@@ -182,8 +183,12 @@ class Device:
         gate: Gate,
         timing: Timing,
         partner: tuple[str, str] | None = None,
+        send_context: bool = True,
     ) -> None:
         self.device_id = device_id
+        #: the bridge publishes device_context.v2 snapshots (and answers device_context.refresh)
+        self.send_context = send_context
+        self.n_context = 0
         self.seed = seed
         self.story = story
         self.clock = clock
@@ -342,10 +347,65 @@ class Device:
         self.workflow_id = str(self.plan["workflow_id"])
         return True
 
+    def context_snapshot(self) -> bytes:
+        """A device_context.v2 snapshot of the device's battery, map and movement (§9.1)."""
+        now = self.clock.now_ms()
+        self.n_context += 1
+        names = self.plan.get("area_names") or {}
+        areas = [
+            {"area_id": str(a), "area_name": str(names.get(a) or a)} for a in self.plan.get("areas") or ()
+        ]
+        movement: dict[str, Any] = {"state": "docked" if self.docked else "moving"}
+        if self.current_area is not None:
+            movement["current_area_id"] = self.current_area
+        data = {
+            "battery": {"charging": self.docked, "estimated_work_budget": "medium", "level_pct": 70},
+            "map": {"areas": areas, "map_edit_active": False},
+            "movement": movement,
+        }
+        domains = {
+            name: {
+                "available": True,
+                "freshness": {
+                    "observed_at_ms": now,
+                    "received_at_ms": now,
+                    "age_ms": 0,
+                    "ttl_ms": DOMAIN_TABLE[name].default_ttl_ms,
+                    "state": "fresh",
+                },
+                "provenance": {
+                    "source_component": "DeviceAgent",
+                    "source_symbol": "Simulator.snapshot",
+                    "source_event": "context_snapshot",
+                    "source_kind": "domain_state",
+                    "sequence": self.n_context,
+                },
+                "planner_exposure": "summary",
+                "sensitivity": "normal",
+                "data": values,
+            }
+            for name, values in data.items()
+        }
+        return orjson.dumps(
+            {
+                "contract_version": "device_context.v2",
+                "event_id": f"ctx_{self.device_id}_{self.n_context:06d}",
+                "device_id": self.device_id,
+                "observed_at_ms": now,
+                "domains": domains,
+            }
+        )
+
+    async def publish_context(self) -> None:
+        """Send a snapshot now (when the fleet has device context on)."""
+        if self.send_context:
+            await self.outbox.emit("device-context", self.context_snapshot(), durable=False)
+
     async def run(self, plan_bytes: bytes) -> None:
         """Follow the plan and obey dispatches until docked (and the story has played out)."""
         if not self.accept_plan(plan_bytes):
             return
+        await self.publish_context()
         self.phase = "running"
         inbox = asyncio.create_task(self._obey_inbox())
         self._plan_task = asyncio.create_task(self._follow_plan())
@@ -481,6 +541,7 @@ class Device:
             await self.task_event(
                 cap, op, "progress", step_id=step_id, signal="security.area_patrolled", area_id=area
             )
+            await self.publish_context()
         await self.task_event(cap, op, "completed", step_id=step_id)
 
     async def _routine(self) -> None:
@@ -740,6 +801,9 @@ class Device:
             return True
         if (cap, op) == ("movement", "return_to_station"):
             await self._return(step_id, dispatch_id)
+            return True
+        if (cap, op) == ("device_context", "refresh"):
+            await self.publish_context()
             return True
         if (cap, op) == ("voice_content", "speak"):
             await self.task_event(cap, op, "accepted", step_id=step_id, dispatch_id=dispatch_id, ack=True)

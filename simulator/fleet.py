@@ -22,7 +22,16 @@ import orjson
 
 from simulator.clock import SimClock
 from simulator.device import Device, Timing, Transport, TransportError
-from simulator.scenarios import EXPECTED, SCENARIO_IDS, Expect, Observed, build_story, check, scenario_for
+from simulator.scenarios import (
+    EXPECTED,
+    SCENARIO_IDS,
+    Expect,
+    Observed,
+    build_story,
+    check,
+    expected_for,
+    scenario_for,
+)
 from topics.gate import Gate
 from topics.plans import DEFAULT_AREA_NAMES, guardian_plan
 from topics.registry import load_registry
@@ -49,6 +58,8 @@ class FleetConfig:
     max_decisions: int = 3
     #: after the last experience ended, wait until no output arrived for this long (wall s)
     drain_s: float = 1.0
+    #: devices publish device_context.v2 snapshots and answer device_context.refresh (§9)
+    device_context: bool = True
 
     def prefix(self) -> str:
         return self.device_prefix if self.device_prefix is not None else f"sim{self.seed}-"
@@ -205,6 +216,7 @@ class Fleet:
                 gate=self.gate,
                 timing=timing,
                 partner=partner,
+                send_context=cfg.device_context,
             )
             exp_id, wf_id = experience_ids(device_id, scenario)
             member = Member(
@@ -214,7 +226,7 @@ class Fleet:
                 experience_id=exp_id,
                 workflow_id=wf_id,
                 areas=areas,
-                expect=EXPECTED[scenario],
+                expect=expected_for(scenario, device_context=cfg.device_context),
                 start_offset_ms=int(rng.uniform(0, cfg.start_spread_s * 1000)),
             )
             self.members.append(member)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SCENARIO_IDS: tuple[str, ...] = tuple(f"HG-{n:02d}" for n in range(1, 13))
@@ -347,6 +347,15 @@ class Observed:
     dispatches: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
+
+
+def expected_for(scenario: str, *, device_context: bool) -> Expect:
+    """What ``scenario`` must produce; without device context a replan's moves fail their
+    ``requires`` (fail-closed) and are left out, so HG-04 then dispatches nothing (HG-04-B)."""
+    expect = EXPECTED[scenario]
+    if scenario == "HG-04" and not device_context:
+        return replace(expect, dispatches=(), drops_min={**expect.drops_min, "condition_not_met": 1})
+    return expect
 
 
 def check(

@@ -17,7 +17,7 @@ Two timers turn wall-clock time into records on ``control`` (so their effects ha
 context, durably and in order with the device's records):
 
 - ``confirm``: a quiet device's pending debounce change whose window has passed
-  (docs/CONTRACTS.md §4.3 step 7);
+  (docs/CONTRACTS.md §4.3 step 7), or its plan's precondition deadline (§9.4);
 - ``sweep``: prune dedup keys older than the dedup window, one partition at a time.
 
 With an asynchronous decision backend (Gemini), promoted triggers go to
@@ -195,12 +195,7 @@ class PipelineShell:
         if device_id is None:
             return
         dev = self.store.get_device(device_id)
-        due: int | None = None
-        if dev is not None and dev.debounce:
-            for st in dev.debounce.values():
-                if st.pending is not None:
-                    at = st.pending.received_at_ms + st.window_ms
-                    due = at if due is None else min(due, at)
+        due = dev.next_due_ms() if dev is not None else None
         if due is None:
             self.pending_confirm.pop(device_id, None)
         else:
@@ -319,11 +314,7 @@ class PipelineShell:
                 dev = entry.device
                 if dev is None:
                     continue
-                due: int | None = None
-                for st in dev.debounce.values():
-                    if st.pending is not None:
-                        at = st.pending.received_at_ms + st.window_ms
-                        due = at if due is None else min(due, at)
+                due = dev.next_due_ms()
                 if due is not None:
                     self.pending_confirm[device_id] = (int(partition), due)
                     found += 1
@@ -339,7 +330,11 @@ class PipelineShell:
         mono = time.monotonic()
         for device_id, (partition, at) in self.pending_confirm.items():
             now_ms = self.stream_time.get(partition, 0)
-            if now_ms < at and mono - self.last_activity.get(partition, 0.0) >= idle_s:
+            # records the merge holds back for this partition are not quiet: its clock waits for them
+            idle = mono - self.last_activity.get(partition, 0.0) >= idle_s and not self.merger.holds(
+                partition
+            )
+            if now_ms < at and idle:
                 now_ms = max(now_ms, wall_ms)
             if at <= now_ms:
                 due.append((device_id, partition, now_ms))

@@ -68,6 +68,10 @@ class TimestampMerger(Generic[T]):
                 out.append(head.item)
         return out
 
+    def holds(self, partition: int) -> bool:
+        """Whether records of ``partition`` are held back (its devices are not quiet)."""
+        return bool(self._heaps.get(partition))
+
     def drain(self) -> list[T]:
         """Everything, in order (on shutdown or rebalance)."""
         out: list[T] = []

@@ -12,8 +12,12 @@ sections are left out.
 Size bound: the context is at most :data:`MAX_CONTEXT_BYTES` = 4096 bytes as compact UTF-8 JSON
 (``orjson.dumps``). Strings are cut (goal 200 characters, room names 32, fact strings 64), lists
 are capped (16 areas, 6 recent observations), and when the whole is still too large, sections
-are shrunk in a fixed order (recent observations, availability, patrolled areas, stale list,
+are shrunk in a fixed order (recent observations, device context, patrolled areas, stale list,
 remaining areas, goal) until it fits.
+
+``device_context`` is the planner summary of the device's context v2 (§9.3,
+:func:`supervisor.summary.planner_summary`): its domains with their freshness, room names instead
+of area IDs, never coordinates, raw readings or ``streaming`` (built when a registry is passed).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from typing import Any
 
 import orjson
 
+from supervisor.summary import planner_summary
 from tables.state import DeviceState, ExperienceState, SnapshotEntry, Trigger
-from topics.records import DOMAINS, FORBIDDEN_KEYS, FRESHNESS_STATES, MAX_FACT_STR_LEN
+from topics.records import FORBIDDEN_KEYS, MAX_FACT_STR_LEN
 from topics.registry import Registry
 
 #: The bound of :func:`build_context`, in bytes of compact UTF-8 JSON.
@@ -37,7 +42,6 @@ MAX_GOAL_CHARS = 200
 MAX_ROOM_CHARS = 32
 MAX_AREAS = 16
 MAX_ALLOWED_ACTIONS = 16
-DEVICE_CONTEXT = "device-context"
 
 #: Domain states from the device snapshot: contract -> ((fact, context key), ...).
 DOMAIN_FACTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -138,7 +142,7 @@ def _is_stale(entry: SnapshotEntry, contract: str, now_ms: int, registry: Regist
 
 def _domains(
     exp: ExperienceState, device: DeviceState, now_ms: int, registry: Registry | None
-) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+) -> tuple[dict[str, Any], list[str]]:
     states: dict[str, Any] = {}
     observed: dict[str, int] = {}
     stale: list[str] = []
@@ -172,13 +176,7 @@ def _domains(
             presence[room] = st.stable
     if presence:
         states["presence"] = presence
-    availability: dict[str, str] = {}
-    ctx = device.snapshot.get(DEVICE_CONTEXT)
-    if ctx is not None:
-        for domain, state in sorted(ctx.facts.items()):
-            if domain in DOMAINS and isinstance(state, str) and state in (*FRESHNESS_STATES, "unavailable"):
-                availability[domain] = state
-    return states, stale, availability
+    return states, stale
 
 
 def _recent(exp: ExperienceState, trigger: Trigger, registry: Registry | None) -> list[dict[str, Any]]:
@@ -241,13 +239,15 @@ def build_context(
         ctx["areas"] = areas
 
     if device is not None:
-        states, stale, availability = _domains(exp, device, trigger.received_at_ms, registry)
+        states, stale = _domains(exp, device, trigger.received_at_ms, registry)
         if states:
             ctx["domains"] = states
         if stale:
             ctx["stale_domains"] = stale
-        if availability:
-            ctx["availability"] = availability
+        if registry is not None and device.context:
+            summary = planner_summary(plan, device.context, trigger.received_at_ms, registry)["domains"]
+            if summary:
+                ctx["device_context"] = summary
 
     b = exp.budgets
     ctx["budgets"] = {
@@ -286,7 +286,8 @@ def _bounded(ctx: dict[str, Any]) -> dict[str, Any]:
         return ctx
     steps = (
         _shrink_list(ctx, ("recent",)),
-        _drop(ctx, ("availability",)),
+        _shrink_areas(ctx),
+        _drop(ctx, ("device_context",)),
         _shrink_list(ctx, ("areas", "patrolled")),
         _drop(ctx, ("stale_domains",)),
         _drop(ctx, ("domains", "presence")),
@@ -307,6 +308,20 @@ def _bounded(ctx: dict[str, Any]) -> dict[str, Any]:
             "trigger": {"type": _clip(str(ctx["trigger"]["type"]), MAX_FACT_STR_LEN)}
         }
     return ctx
+
+
+def _shrink_areas(ctx: dict[str, Any]) -> Callable[[], bool]:
+    """A step that halves the room list of ``device_context.map`` (keeping at least 4)."""
+
+    def step() -> bool:
+        data = ((ctx.get("device_context") or {}).get("map") or {}).get("data") or {}
+        rooms = data.get("areas")
+        if not isinstance(rooms, list) or len(rooms) <= 4:
+            return False
+        del rooms[max(4, len(rooms) // 2) :]
+        return True
+
+    return step
 
 
 def _parent(ctx: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:

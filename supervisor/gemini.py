@@ -241,7 +241,8 @@ def verdict_from_answer(
         return "ask_user with no user question left"
     if decision == "complete" and not exp.success_met(deciding=trigger.event_id):
         return "complete before every success condition has physical evidence"
-    if decision != "replan" and (answer.replan_steps or answer.keep_areas is not None):
+    # JSON mode often sends every optional list, empty: empty means none, only a non-empty one conflicts
+    if decision != "replan" and (answer.replan_steps or answer.keep_areas):
         return f"replan steps or keep_areas with decision {decision}"
     if decision == "replan":
         if budgets.cloud_replan <= 0:
@@ -250,10 +251,8 @@ def verdict_from_answer(
         if not remaining:
             return "replan with no remaining area"
         keep = set(remaining)
-        if answer.keep_areas is not None:
+        if answer.keep_areas:
             kept = list(dict.fromkeys(answer.keep_areas))
-            if not kept:
-                return "keep_areas drops every remaining area"
             if not set(kept) <= keep:
                 return "keep_areas names an area that is not a remaining area"
             keep = set(kept)
@@ -306,7 +305,8 @@ Constraints:
 - The device's own policy is authoritative: never propose an action outside allowed_actions.
 - Bounded replan only: steps for the remaining areas, nothing else.
 - Raw vision frames and personal data never enter this context; never ask for them or guess them.
-- Stale domains are unknown, not false.
+- Stale domains are unknown, not false. device_context holds the device's own semantic state per \
+domain with its freshness: a "stale" or "unavailable" domain is unknown, never current and never false.
 Answer with one JSON object: decision, reason_code (short snake_case), rationale (at most 200 \
 characters, room names in words, no IDs), and for replan only replan_steps / keep_areas."""
 
@@ -319,8 +319,8 @@ def system_instruction(exp: ExperienceState) -> str:
     return (
         "You are the decision maker of Adaptive Home Guardian, supervising one home robot's "
         "security patrol while the household is away. You get one JSON context: the goal, phase, "
-        "areas, domain states, budgets, allowed actions, the trigger to decide and recent "
-        f"observations.\nGoal: {goal_text}\n\n{_DECISIONS_TEXT}\n\n{_CONSTRAINTS_TEXT}\n\n"
+        "areas, domain states, the device context, budgets, allowed actions, the trigger to decide "
+        f"and recent observations.\nGoal: {goal_text}\n\n{_DECISIONS_TEXT}\n\n{_CONSTRAINTS_TEXT}\n\n"
         f"Budgets now: {max(0, b.max_decisions - b.decisions)} decision(s) left, "
         f"{b.user_question} user question(s), {b.cloud_replan} cloud replan(s), "
         f"{b.local_retry} local retry(ies)."
@@ -358,7 +358,12 @@ class GeminiBackend:
     ) -> None:
         self.model = settings.gemini_model
         self.options = options if options is not None else GeminiOptions.from_env()
-        self.registry = registry if registry is not None else load_registry()
+        # the configured catalog (GUARDIAN_CONTRACTS_FILE / GUARDIAN_CAPABILITIES_FILE), as the core's
+        self.registry = (
+            registry
+            if registry is not None
+            else load_registry(settings.contracts_file, settings.capabilities_file)
+        )
         http_options = types.HttpOptions(
             api_version=API_VERSION,
             timeout=self.options.timeout_ms,

@@ -19,8 +19,11 @@ from typing import Any, Literal
 
 import orjson
 
+from topics.context import KeptEnvelope
+
 FactValue = str | bool | int
-Phase = Literal["active", "winding_down", "ended"]
+#: ``pending``: admitted, waiting for its preconditions (a device-context refresh, §9.4)
+Phase = Literal["pending", "active", "winding_down", "ended"]
 WindDown = Literal["return_to_station", "abort"]
 
 #: How many ended experience IDs a device remembers (a re-delivered old plan is then a duplicate).
@@ -101,6 +104,10 @@ class DeviceState:
     voice_session_active: bool = False
     timeline_seq: int = 0
     last_received_ms: int = 0
+    #: device context v2 (§9.1): domain -> its newest envelope (a fixed set of domains)
+    context: dict[str, KeptEnvelope] = field(default_factory=dict)
+    #: receive-time ms by which the pending experience's preconditions must pass (§9.4)
+    precondition_due_ms: int | None = None
 
     # -- serialisation -------------------------------------------------------------------------
     def to_json(self) -> bytes:
@@ -111,7 +118,7 @@ class DeviceState:
         return cls.from_obj(orjson.loads(raw))
 
     def to_obj(self) -> dict[str, Any]:
-        return {
+        obj: dict[str, Any] = {
             "v": 1,
             "device_id": self.device_id,
             "active_experience_id": self.active_experience_id,
@@ -134,6 +141,12 @@ class DeviceState:
             "timeline_seq": self.timeline_seq,
             "last_received_ms": self.last_received_ms,
         }
+        # device context v2 (left out while empty: most devices' state stays as small as before)
+        if self.context:
+            obj["context"] = {k: e.to_list() for k, e in self.context.items()}
+        if self.precondition_due_ms is not None:
+            obj["precondition_due_ms"] = self.precondition_due_ms
+        return obj
 
     @classmethod
     def from_obj(cls, d: dict[str, Any]) -> DeviceState:
@@ -155,10 +168,22 @@ class DeviceState:
             voice_session_active=d["voice_session_active"],
             timeline_seq=d["timeline_seq"],
             last_received_ms=d["last_received_ms"],
+            context={k: KeptEnvelope.from_list(v) for k, v in (d.get("context") or {}).items()},
+            precondition_due_ms=d.get("precondition_due_ms"),
         )
 
     def has_pending(self) -> bool:
         return any(d.pending is not None for d in self.debounce.values())
+
+    def next_due_ms(self) -> int | None:
+        """The receive-time ms when something of this quiet device falls due (the earliest
+        pending debounce change, or the precondition deadline), or None."""
+        due = self.precondition_due_ms
+        for st in self.debounce.values():
+            if st.pending is not None:
+                at = st.pending.received_at_ms + st.window_ms
+                due = at if due is None else min(due, at)
+        return due
 
     def remember_ended(self, experience_id: str, status: str) -> None:
         self.ended_experiences.append((experience_id, status))

@@ -104,10 +104,10 @@ class Outputs:
     def statuses(self) -> dict[str, str]:
         found: dict[str, str] = {}
         for e in self.values["timeline"]:
-            if e.get("stage") == "goal":
-                found.setdefault(e["experience_id"], "active")
-            elif e.get("stage") == "end":
+            if e.get("stage") == "end":
                 found[e["experience_id"]] = e["status"]
+            elif e.get("experience_id"):  # a goal, or a plan waiting for its preconditions
+                found.setdefault(e["experience_id"], "active")
         return found
 
 

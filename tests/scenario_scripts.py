@@ -5,8 +5,10 @@ same records to a real broker."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tests.streams import T0, Script
+from topics.plans import guardian_plan
 
 CANARY = "CANARY-7f3a"
 
@@ -69,6 +71,8 @@ def hg03(s: Script) -> Script:
 def hg04(s: Script) -> Script:
     s.start().wait(500).security_started()
     s.wait(800).patrol("2")
+    # fresh battery and map context: the replan's moves pass their `requires`
+    s.wait(100).fresh_context()
     s.wait(300).obs("vision.low_light_changed", {"low_light": True})
     s.wait(600).obs("vision.low_light_changed", {"low_light": False})
     s.wait(600).obs("vision.low_light_changed", {"low_light": True})
@@ -77,6 +81,31 @@ def hg04(s: Script) -> Script:
     s.wait(2000).patrol("3").wait(800).patrol("6")
     s.wait(500).security_stopped().wait(3000).docked()
     return s
+
+
+def hg04b(variant: str) -> Callable[[Script], Script]:
+    """HG-04-B: HG-04 without usable device context: none at all, a stale battery domain, or a
+    low work budget."""
+
+    def story(s: Script) -> Script:
+        s.start().wait(500).security_started()
+        s.wait(800).patrol("2")
+        if variant == "stale":
+            s.wait(100).context(
+                {
+                    "battery": {"data": {"estimated_work_budget": "medium"}, "observed_at_ms": s.t - 120_000},
+                    "map": {"data": {"areas": [{"area_id": a, "area_name": a + "번 방"} for a in "236"]}},
+                }
+            )
+        elif variant == "low":
+            s.wait(100).fresh_context(budget="low")
+        s.wait(300).obs("vision.low_light_changed", {"low_light": True})
+        s.wait(2100).obs("vision.low_light_changed", {"low_light": True})
+        s.wait(2000).patrol("3").wait(800).patrol("6")
+        s.wait(500).security_stopped().wait(3000).docked()
+        return s
+
+    return story
 
 
 def hg05(s: Script) -> Script:
@@ -205,17 +234,155 @@ def hg11(s: Script) -> Script:
     return s
 
 
+# -- device context v2 (HG-13..HG-16) --------------------------------------------------------
+
+AIR_CARE_PRECONDITIONS: dict[str, Any] = {
+    "all": [
+        {"path": "air_quality.grade", "op": "in", "value": ["bad", "very_bad"]},
+        {"path": "battery.estimated_work_budget", "op": "not_equals", "value": "low"},
+    ]
+}
+
+
+def air_care_plan(s: Script, on_unknown: str | None = None) -> dict[str, Any]:
+    """Adaptive air care (device doc, example A): move to the living room, clean it, return."""
+    plan: dict[str, Any] = {
+        "contract_version": "a2a-experience-policy-v1",
+        "experience_id": f"exp_air_{s.device_id}_{s.t}",
+        "device_id": s.device_id,
+        "workflow_id": f"wf_air_{s.device_id}_{s.t}",
+        "goal_id": "adaptive_air_care",
+        "goal_summary": "Clean the air of the living room when it is poor, then return to the station.",
+        "created_at_ms": s.t,
+        "areas": ["2"],
+        "area_names": {"2": "거실"},
+        "steps": [
+            {"step_id": "move_living", "capability": "movement", "operation": "move_to_room",
+             "args": {"area_id": "2"}},
+            {"step_id": "clean_living", "capability": "air_cleaning", "operation": "start_room_cleaning",
+             "args": {"area_id": "2"}, "depends_on": ["move_living"]},
+            {"step_id": "return_home", "capability": "movement", "operation": "return_to_station",
+             "args": {}, "depends_on": ["clean_living"]},
+        ],
+        "success_conditions": ["device_physically_docked"],
+        "constraints": ["device_policy_is_authoritative", "user_cancel_always_wins"],
+        "allowed_action_contracts": [
+            "movement.move_to_room", "air_cleaning.start_room_cleaning", "air_cleaning.stop",
+            "movement.return_to_station", "voice_content.speak",
+        ],
+        "observation_policy": {"subscriptions": []},
+        "decision_budget": {"max_decisions": 3},
+        "intervention_budget": {"local_retry": 1, "cloud_replan": 1, "user_question": 1},
+        "preconditions": AIR_CARE_PRECONDITIONS,
+    }  # fmt: skip
+    if on_unknown is not None:
+        plan["on_unknown"] = on_unknown
+    return plan
+
+
+def _air(grade: str, **env: Any) -> dict[str, Any]:
+    return {"data": {"grade": grade, "trend": "worsening", "main_cause": "pm", "pm25": 61.0}, **env}
+
+
+def _battery(budget: str, **env: Any) -> dict[str, Any]:
+    return {"data": {"charging": False, "estimated_work_budget": budget, "level_pct": 64}, **env}
+
+
+def hg13(device: str) -> Callable[[Script], Script]:
+    """HG-13 (a)-(e): one device each; the context arrives just before the plan."""
+
+    def story(s: Script) -> Script:
+        if device == "a":
+            s.context({"air_quality": _air("bad"), "battery": _battery("high")})
+        elif device == "b":
+            s.context({"air_quality": _air("bad"), "battery": _battery("low")})
+        elif device == "c":
+            s.context({"air_quality": _air("very_bad")})
+        elif device == "d":
+            s.context({"air_quality": _air("bad"), "battery": {"available": False}})
+        else:
+            s.context({"air_quality": _air("good"), "battery": _battery("high")})
+        s.wait(200).start_plan(air_care_plan(s))
+        return s
+
+    return story
+
+
+def hg14(device: str) -> Callable[[Script], Script]:
+    """HG-14 (f)-(h): the air-quality envelope is 6 minutes old; the plan says refresh."""
+
+    def story(s: Script) -> Script:
+        s.context({"air_quality": _air("bad", observed_at_ms=s.t - 360_000), "battery": _battery("high")})
+        s.wait(200).start_plan(air_care_plan(s, on_unknown="refresh"))
+        if device == "f":
+            s.wait(2000).context({"air_quality": _air("bad")})
+        elif device == "h":
+            s.wait(2000).context({"air_quality": _air("good")})
+        return s
+
+    return story
+
+
+def _area(area_id: str, name: str) -> dict[str, str]:
+    return {"area_id": area_id, "area_name": name}
+
+
+def hg15(s: Script) -> Script:
+    """HG-15: rich device context (coordinates, raw readings, streaming, a stale network), a
+    promoted trigger, then a context record with a forbidden key (dead letter, changes nothing). The
+    plan also allows air cleaning, so the air quality is among the domains its planning reads."""
+    plan = guardian_plan(s.device_id, created_at_ms=s.t)
+    plan["allowed_action_contracts"].append("air_cleaning.start_room_cleaning")
+    s.start_plan(plan).wait(500).security_started()
+    s.wait(300).context(
+        {
+            "movement": {
+                "data": {"state": "moving", "current_area_id": "2", "x": 1.25, "y": -3.5, "theta": 0.7}
+            },
+            "map": {"data": {"areas": [_area("2", "거실"), _area("3", "안방")]}},
+            "air_quality": _air("moderate"),
+            "battery": _battery("medium"),
+            "security": {"data": {"session_state": "running", "stage": "patrolling", "current_area_id": "2"}},
+            "streaming": {"data": {"live_view_active": True}},
+            "network": {"data": {"aws_iot_connected_cached": True, "last_error": "none"},
+                        "observed_at_ms": s.t - 60_000},
+        }
+    )  # fmt: skip
+    s.wait(300).patrol("2")
+    s.wait(300).obs(
+        "security.person_detected", {"area_id": "2", "presence": "detected", "verification_state": "pending"}
+    )
+    s.wait(1200).obs(
+        "security.person_detected", {"area_id": "2", "presence": "detected", "verification_state": "pending"}
+    )
+    s.wait(300).context({"battery": {"data": {"estimated_work_budget": "low", "face_image": CANARY}}})
+    s.wait(300).patrol("3").wait(800).patrol("6")
+    s.wait(500).security_stopped().wait(3000).docked()
+    return s
+
+
+def hg16(s: Script) -> Script:
+    """HG-16: a plan with on_unknown ask_user whose preconditions are UNKNOWN (no context)."""
+    s.start_plan(air_care_plan(s, on_unknown="ask_user"))
+    return s
+
+
 SCENARIOS: dict[str, Callable[[Script], Script]] = {
     "HG-01": hg01,
     "HG-02": hg02,
     "HG-03": hg03,
     "HG-04": hg04,
+    "HG-04-B": hg04b("none"),
     "HG-05": hg05,
     "HG-06": hg06,
     "HG-07": hg07,
     "HG-08": hg08,
     "HG-09": hg09,
     "HG-11": hg11,
+    **{f"HG-13{d}": hg13(d) for d in "abcde"},
+    **{f"HG-14{d}": hg14(d) for d in "fgh"},
+    "HG-15": hg15,
+    "HG-16": hg16,
 }
 
 

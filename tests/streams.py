@@ -25,6 +25,7 @@ class Script:
     plan: dict[str, Any] = field(default_factory=dict)
     seq: int = 0
     n_obs: int = 0
+    n_ctx: int = 0
     offsets: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -57,6 +58,12 @@ class Script:
 
     def start(self, **kw: Any) -> Script:
         self.plan = guardian_plan(self.device_id, created_at_ms=self.t, **kw)
+        self._add("plans", orjson.dumps(self.plan))
+        return self
+
+    def start_plan(self, plan: dict[str, Any]) -> Script:
+        """Send ``plan`` as it is (its ``device_id`` set to this device's)."""
+        self.plan = {**plan, "device_id": self.device_id}
         self._add("plans", orjson.dumps(self.plan))
         return self
 
@@ -143,6 +150,60 @@ class Script:
             value["evidence"] = ev
         self._add("task-events", orjson.dumps(value))
         return eid
+
+    def context(
+        self,
+        domains: dict[str, dict[str, Any]],
+        *,
+        observed_at: int | None = None,
+        event_id: str | None = None,
+    ) -> str:
+        """A device_context.v2 snapshot; each domain given as ``{"data": ..., **envelope}``
+        (defaults: available, observed now, ttl left to the domain, exposure summary)."""
+        self.n_ctx += 1
+        eid = event_id or f"ctx_{self.device_id}_{self.n_ctx:05d}"
+        now = self.t if observed_at is None else observed_at
+        envelopes: dict[str, Any] = {}
+        for name, spec in domains.items():
+            spec = dict(spec)
+            observed = spec.pop("observed_at_ms", now)
+            freshness: dict[str, Any] = {"observed_at_ms": observed, "state": spec.pop("state", "fresh")}
+            if "ttl_ms" in spec:
+                freshness["ttl_ms"] = spec.pop("ttl_ms")
+            env: dict[str, Any] = {
+                "available": spec.pop("available", True),
+                "freshness": freshness,
+                "provenance": {
+                    "source_component": "DeviceAgent",
+                    "sequence": spec.pop("sequence", self.n_ctx),
+                },
+                "planner_exposure": spec.pop("planner_exposure", "summary"),
+                "sensitivity": spec.pop("sensitivity", "normal"),
+            }
+            if "data" in spec:
+                env["data"] = spec.pop("data")
+            assert not spec, spec
+            envelopes[name] = env
+        value = {
+            "contract_version": "device_context.v2",
+            "event_id": eid,
+            "device_id": self.device_id,
+            "observed_at_ms": now,
+            "domains": envelopes,
+        }
+        self._add("device-context", orjson.dumps(value))
+        return eid
+
+    def fresh_context(self, budget: str = "medium", areas: tuple[str, ...] = ("2", "3", "6")) -> Script:
+        """Battery and map context that a replan's moves need (§11 ``requires``)."""
+        names = {"2": "거실", "3": "안방", "6": "주방"}
+        self.context(
+            {
+                "battery": {"data": {"charging": False, "estimated_work_budget": budget, "level_pct": 64}},
+                "map": {"data": {"areas": [{"area_id": a, "area_name": names.get(a, "방")} for a in areas]}},
+            }
+        )
+        return self
 
     # -- common story pieces -----------------------------------------------------------------
     def security_started(self) -> Script:

@@ -22,6 +22,8 @@ from typing import Any, Literal, TypeVar, get_args
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from topics.conditions import condition_problems
+from topics.context import data_problems
 from topics.records import (
     FORBIDDEN_KEYS,
     ID_PATTERN,
@@ -350,7 +352,17 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
         for area in plan.area_names:
             if area not in areas:
                 problems.append((f"area_names.{area}", "names an area not in the plan's areas"))
+    if plan.preconditions is not None:
+        problems.extend(("preconditions", p) for p in condition_problems(plan.preconditions))
     return problems
+
+
+def context_data_problems(ctx: DeviceContext) -> list[str]:
+    """The paths of every ``data`` key a domain does not list, or whose value is bad (§9.1)."""
+    bad: list[str] = []
+    for domain, env in ctx.domains.items():
+        bad.extend(data_problems(domain, env.data))
+    return bad
 
 
 def _has_cycle(plan: ExperiencePlan) -> bool:
@@ -446,7 +458,15 @@ class Gate:
                     raise _Reject("plan_invalid", detail, [p for p, _ in problems])
                 record = plan
             elif kind == "device-context":
-                record = self._generic(DeviceContext, obj, key)
+                context: DeviceContext = self._generic(DeviceContext, obj, key)
+                bad = context_data_problems(context)
+                if bad:
+                    raise _Reject(
+                        "fact_invalid",
+                        "device context: unlisted key or bad value at " + _paths_text(bad),
+                        bad,
+                    )
+                record = context
             else:
                 raise _Reject("schema_invalid", f"unknown input kind {kind!r}")
         except _Reject as rej:
@@ -785,6 +805,7 @@ __all__ = [
     "Gate",
     "GateKind",
     "Rejected",
+    "context_data_problems",
     "forbidden_key_paths",
     "make_dead_letter",
     "plan_problems",

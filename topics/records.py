@@ -112,8 +112,9 @@ DropReason = Literal[
     "out_of_order",
     "stale_etag",
     "plan_rejected",
+    "condition_not_met",
 ]
-EndStatus = Literal["completed", "aborted", "returned", "superseded", "failed"]
+EndStatus = Literal["completed", "aborted", "returned", "superseded", "failed", "blocked"]
 DeadLetterReason = Literal[
     "not_json",
     "schema_invalid",
@@ -140,6 +141,9 @@ DomainName = Literal[
     "resource",
 ]
 FreshnessState = Literal["fresh", "stale", "unknown"]
+PlannerExposure = Literal["summary", "internal", "none"]
+Sensitivity = Literal["normal", "sensitive"]
+OnUnknown = Literal["refresh", "ask_user", "block"]
 
 PRIVACY_CLASSES: tuple[str, ...] = get_args(PrivacyClass)
 DECISION_MODES: tuple[str, ...] = get_args(DecisionMode)
@@ -158,6 +162,7 @@ END_STATUSES: tuple[str, ...] = get_args(EndStatus)
 DEADLETTER_REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 DOMAINS: tuple[str, ...] = get_args(DomainName)
 FRESHNESS_STATES: tuple[str, ...] = get_args(FreshnessState)
+ON_UNKNOWN: tuple[str, ...] = get_args(OnUnknown)
 #: Forbidden keys anywhere in a record, compared lower-cased (§4.2).
 FORBIDDEN_KEYS: frozenset[str] = frozenset(
     {
@@ -286,8 +291,11 @@ class ExperiencePlan(InputRecord):
     observation_policy: ObservationPolicy
     decision_budget: DecisionBudget
     intervention_budget: InterventionBudget
+    #: a condition over device context (§9.2), checked by the gate; gates the start (§9.4)
+    preconditions: dict[str, JsonValue] | None = None
+    on_unknown: OnUnknown | None = None
 
-    omit_if_none = ("area_names",)
+    omit_if_none = ("area_names", "preconditions", "on_unknown")
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,14 +406,16 @@ class DomainEnvelope(InputRecord):
     available: Annotated[bool, Field(strict=True)]
     freshness: Freshness
     provenance: Provenance | None = None
-    planner_exposure: Id
-    sensitivity: Id
+    planner_exposure: PlannerExposure
+    sensitivity: Sensitivity
     data: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class DeviceContext(InputRecord):
-    """Device context v2 snapshot, keyed by ``device_id`` (see the module docstring)."""
+    """Device context v2 snapshot, keyed by ``device_id`` (see the module docstring); its
+    domains' ``data`` keys are checked against ``topics.context`` by the gate."""
 
+    contract_version: Literal["device_context.v2"] | None = None
     device_id: Id
     observed_at_ms: TimeMs
     event_id: Id | None = None
@@ -545,6 +555,7 @@ __all__ = [
     "MAX_FACT_STR_LEN",
     "MAX_RATIONALE_LEN",
     "MAX_RECORD_BYTES",
+    "ON_UNKNOWN",
     "PHYSICAL_SIGNALS",
     "PLAN_CONTRACT_VERSION",
     "PRIVACY_CLASSES",
@@ -580,6 +591,7 @@ __all__ = [
     "InterventionBudget",
     "Observation",
     "ObservationPolicy",
+    "OnUnknown",
     "OutputRecord",
     "PhysicalSignal",
     "PlanStep",

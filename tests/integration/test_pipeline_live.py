@@ -43,12 +43,14 @@ def fleet(prefix: str, t0: int) -> tuple[list[InputRecord], dict[str, str]]:
 
 def produce_plans_first(bootstrap: str, names: TopicNames, records: list[InputRecord]) -> None:
     """Experiences start before anything refers to them (as in life): plans first, until every
-    goal is in the timeline, then the devices' records."""
-    plans = [r for r in records if r.suffix == "plans"]
+    goal is in the timeline, then the devices' records. A plan with preconditions goes with its
+    device's records, in time order: the device context it is judged on comes before it."""
+    gated = {r.key for r in records if r.suffix == "plans" and b'"preconditions"' in (r.value or b"")}
+    plans = [r for r in records if r.suffix == "plans" and r.key not in gated]
     started = {orjson.loads(r.value or b"{}").get("experience_id") for r in plans}
     asyncio.run(produce(bootstrap, plans))
     asyncio.run(collect(bootstrap, names, lambda o: started <= set(o.statuses()), timeout_s=90, settle_s=0))
-    asyncio.run(produce(bootstrap, [r for r in records if r.suffix != "plans"]))
+    asyncio.run(produce(bootstrap, [r for r in records if r.suffix != "plans" or r.key in gated]))
 
 
 def all_ended(expected: dict[str, str]) -> Any:
@@ -112,6 +114,19 @@ def test_every_scenario_live_matches_replay_and_export(
         "HG-11": "completed",
         "HG-12": "completed",
         "HG-12-B": "active",
+        # device context v2: a replan without battery and map context moves nowhere (HG-04-B);
+        # preconditions start, block at once, or wait for a refresh (HG-13, HG-14); HG-15, HG-16
+        "HG-04-B": "completed",
+        "HG-13a": "active",
+        "HG-13b": "blocked",
+        "HG-13c": "blocked",
+        "HG-13d": "blocked",
+        "HG-13e": "blocked",
+        "HG-14f": "active",
+        "HG-14g": "blocked",
+        "HG-14h": "blocked",
+        "HG-15": "completed",
+        "HG-16": "blocked",
     }
     worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
     try:
@@ -300,3 +315,40 @@ def test_the_dedup_sweep_prunes_old_keys_in_a_live_worker(
             db.close()
     assert f"dev-sweep\x1f{recent}".encode() in keys
     assert f"dev-sweep\x1f{old}".encode() not in keys
+
+
+def test_a_quiet_device_precondition_deadline_is_decided_by_the_timer_even_after_a_restart(
+    kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """HG-14 (g): the plan waits for a fresh snapshot that never comes. The live worker's timer ends
+    it `blocked` 10 s after the plan (§9.4), as replay does at the end of its input — also when
+    the worker was restarted while the plan was waiting."""
+    names = TopicNames(topic_prefix)
+    from tests.scenario_scripts import hg14
+    from tests.streams import Script
+
+    quiet = hg14("g")(Script(device_id="dev-waiting", prefix=topic_prefix, t=int(time.time() * 1000) + 500))
+    replayed = replay_records(quiet.records, settings=SETTINGS)
+    assert replayed.summary["experiences"] == {quiet.experience_id: "blocked"}
+
+    first = WorkerProcess(guardian_env, tmp_path / "w1.log", worker_id="w1").start()
+    try:
+        asyncio.run(produce(kafka_bootstrap, quiet.records))
+
+        def waiting(out: Outputs) -> bool:
+            return bool(out.values["dispatch"])
+
+        # stopped as soon as the refresh is out (the deadline is about 10 s away by then)
+        asyncio.run(collect(kafka_bootstrap, names, waiting, timeout_s=60, settle_s=0))
+    finally:
+        first.stop()
+    second = WorkerProcess(guardian_env, tmp_path / "w2.log", worker_id="w1").start()
+    try:
+        live = asyncio.run(
+            collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=90)
+        )
+    finally:
+        second.stop()
+    compare(live, replayed)
+    (end,) = [e for e in live.values["timeline"] if e["stage"] == "end"]
+    assert end["at_ms"] == quiet.plan["created_at_ms"] + 10_000

@@ -9,11 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+import topics.registry as topics_registry
 from guardian.replay import replay_records
 from guardian.settings import Settings
 from pipeline.core import Pipeline
@@ -109,7 +111,7 @@ def failed_verification(s: Script, attempt: int = 1) -> str:
 
 
 def patrol_with(*steps: str) -> Script:
-    s = Script().start().wait(500).security_started().wait(800).patrol("2")
+    s = Script().start().wait(500).security_started().wait(800).patrol("2").fresh_context()
     for step in steps:
         s.wait(700)
         if step == "failed":
@@ -466,7 +468,6 @@ async def test_model_replan_may_drop_areas_with_keep_areas(
         ),
         (_moves("6"), ["3"], "not among keep_areas"),
         ([], ["2"], "keep_areas names an area that is not a remaining area"),
-        ([], [], "keep_areas drops every remaining area"),
     ],
 )
 async def test_invalid_model_replan_falls_back_to_the_rules_replan(
@@ -485,6 +486,75 @@ async def test_invalid_model_replan_falls_back_to_the_rules_replan(
     assert verdict.fallback_reason is not None and reason in verdict.fallback_reason
     [dispatch] = h.of("dispatch")
     assert [r["step_id"] for r in dispatch["requests"]] == ["sup_replan_move_3", "sup_replan_move_6"]
+
+
+async def test_empty_optional_lists_mean_none(
+    gemini_stub: GeminiStub, make_backend: Any, registry: Registry
+) -> None:
+    """A model in JSON mode often sends every optional field, empty: that is not a conflict."""
+    h = Harness(registry)
+    h.feed(patrol_with("failed"))
+    gemini_stub.push(answer("ask_user", "stranger", replan_steps=[], keep_areas=[]))
+    verdict = await h.decide_next(make_backend())
+    assert (verdict.backend, verdict.decision) == ("gemini", "ask_user")
+    assert verdict.fallback_reason is None
+    # on a replan, an empty keep_areas keeps every remaining area
+    h = Harness(registry)
+    h.feed(patrol_with("low_light"))
+    gemini_stub.push(answer("replan", "dark_room", replan_steps=[], keep_areas=[]))
+    verdict = await h.decide_next(make_backend())
+    assert (verdict.backend, verdict.decision, verdict.keep_areas) == ("gemini", "replan", None)
+    [dispatch] = h.of("dispatch")
+    assert [r["args"]["area_id"] for r in dispatch["requests"]] == ["3", "6"]
+
+
+async def test_hg15_the_model_sees_the_planner_summary_and_nothing_raw(
+    gemini_stub: GeminiStub, make_backend: Any, registry: Registry
+) -> None:
+    h = Harness(registry)
+    h.feed(build("HG-15"))
+    gemini_stub.push(answer("continue", "device_verifies"))
+    verdict = await h.decide_next(make_backend())
+    assert verdict.backend == "gemini"
+    (req,) = gemini_stub.requests
+    context = orjson.loads(req.json["contents"][0]["parts"][0]["text"])
+    device = context["device_context"]
+    # room names and semantic states, with their freshness
+    assert device["movement"] == {"state": "fresh", "age_ms": device["movement"]["age_ms"],
+                                  "data": {"state": "moving", "current_area": "거실"}}  # fmt: skip
+    assert device["map"]["data"]["areas"] == ["거실", "안방"]
+    assert device["air_quality"]["data"] == {"grade": "moderate", "trend": "worsening", "main_cause": "pm"}
+    assert device["battery"]["data"] == {"charging": False, "estimated_work_budget": "medium"}
+    assert device["security"]["data"]["session_state"] == "running"
+    assert device["network"]["state"] == "stale" and device["network"]["age_ms"] > 10_000
+    # never coordinates, raw readings, streaming, or an ID where a name exists
+    text = req.json["contents"][0]["parts"][0]["text"]
+    for word in ("theta", '"x"', "pm25", "level_pct", "streaming", "live_view", "current_area_id", CANARY):
+        assert word not in text, word
+    assert forbidden_key_paths(context) == []
+
+
+def test_the_backend_judges_with_the_configured_catalog(gemini_stub: GeminiStub, tmp_path: Any) -> None:
+    """GUARDIAN_CAPABILITIES_FILE is the catalog of the core and of the model's answers alike: here
+    it keeps ``movement`` behind a user checkpoint, so a model replan moving the robot is refused."""
+    catalog = orjson.loads((Path(topics_registry.__file__).parent / "capabilities.json").read_bytes())
+    catalog["capabilities"]["movement"]["exposure"] = "GO_USER_CHECKPOINT"
+    path = tmp_path / "capabilities.json"
+    path.write_bytes(orjson.dumps(catalog))
+    settings = Settings.from_env(
+        {"GUARDIAN_GEMINI_MODEL": "gemini-stub-flash", "GUARDIAN_CAPABILITIES_FILE": str(path)}
+    )
+    gemini_stub.push(answer("replan", "dark_room", replan_steps=_moves("3")))
+    with blocking_model_decider(
+        settings, options=FAST, api_key="test", base_url=gemini_stub.base_url
+    ) as decider:
+        result = replay_records(
+            patrol_with("low_light").records, settings=settings, mode="model", model_decider=decider
+        )
+    (decision,) = result.outs["decisions"]
+    assert decision["backend"] == "fallback"
+    fallback = [e["summary"] for e in result.outs["timeline"] if e["stage"] == "decide"]
+    assert "not exposed to a planner" in fallback[0]
 
 
 # ------------------------------------------------------------------------------------------------

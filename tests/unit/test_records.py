@@ -302,10 +302,10 @@ def test_enum_constants_match_the_contract() -> None:
         "not_json", "schema_invalid", "too_large", "key_mismatch", "privacy_violation",
         "fact_invalid", "unknown_contract", "cross_device", "plan_invalid",
     }  # fmt: skip
-    assert len(r.DROP_REASONS) == 11 and "plan_rejected" in r.DROP_REASONS
+    assert len(r.DROP_REASONS) == 12 and {"plan_rejected", "condition_not_met"} <= set(r.DROP_REASONS)
     assert len(r.TASK_STATUSES) == 10 and "aborted" in r.TASK_STATUSES
     assert "security.area_patrolled" in r.PHYSICAL_SIGNALS and len(r.PHYSICAL_SIGNALS) == 7
-    assert r.END_STATUSES == ("completed", "aborted", "returned", "superseded", "failed")
+    assert r.END_STATUSES == ("completed", "aborted", "returned", "superseded", "failed", "blocked")
     assert r.STAGES == ("goal", "observe", "drop", "decide", "act", "evidence", "end")
     assert len(r.FORBIDDEN_KEYS) == 23 and "signed_url" in r.FORBIDDEN_KEYS
     assert len(r.DOMAINS) == 12

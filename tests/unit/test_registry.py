@@ -89,7 +89,10 @@ def test_capabilities_match_section_11(registry: Registry) -> None:
         "air_cleaning",
         "vital_sign_session",
         "live_view",
+        "device_context",
     }
+    assert caps["device_context"].operations == {"refresh": ()}
+    assert caps["device_context"].exposure == "GO"
     sp = caps["security_patrol"]
     assert sp.operations["start"] == ("area_ids",)
     assert set(sp.operations) == {"check", "start", "patrol", "pause", "resume", "stop"}
@@ -106,6 +109,20 @@ def test_capabilities_match_section_11(registry: Registry) -> None:
     assert "camera" in registry.plan_exclusive_resources
     assert registry.operation_args("security_patrol", "start") == ("area_ids",)
     assert registry.operation_args("security_patrol", "fly") is None
+    # §11: context_reads per capability and requires per operation
+    assert caps["security_patrol"].context_reads == ("security", "battery", "network", "vision", "map")
+    assert caps["movement"].context_reads == ("movement", "map", "battery")
+    assert caps["air_cleaning"].context_reads == ("air_quality", "battery", "map")
+    assert caps["vital_sign_session"].context_reads == ("vital_sign", "resource")
+    assert caps["live_view"].context_reads == () and caps["live_view"].requires == {}
+    assert caps["security_patrol"].requires["start"] == {
+        "path": "battery.estimated_work_budget", "op": "not_equals", "value": "low"
+    }  # fmt: skip
+    move = caps["movement"].requires["move_to_room"]
+    assert {"path": "map.areas", "op": "contains", "value": "$args.area_id"} in move["all"]
+    assert caps["air_cleaning"].requires["start_room_cleaning"]["value"] == ["medium", "high"]
+    assert caps["vital_sign_session"].requires["start"]["path"] == "resource.thermal"
+    assert "return_to_station" not in caps["movement"].requires
 
 
 def _write(tmp_path: Path, name: str, data: object) -> Path:
@@ -190,6 +207,40 @@ def test_broken_contracts_file_names_the_entry(tmp_path: Path, mutate: Mutation,
             lambda d: d.update(plan_exclusive_resources=["laser"]),
             "capabilities.json: plan_exclusive_resources: 'laser' is not a resource",
         ),
+        (
+            lambda d: d["capabilities"]["movement"].update(context_reads=["weather"]),
+            "capabilities.json: movement.context_reads: 'weather' is not a device-context domain",
+        ),
+        (
+            lambda d: d["capabilities"]["air_cleaning"]["requires"].update(
+                start_room_cleaning={"path": "battery.estimated_work_budget", "op": "roughly", "value": "low"}
+            ),
+            "capabilities.json: air_cleaning.requires.start_room_cleaning: condition.op: unknown operator",
+        ),
+        (
+            lambda d: d["capabilities"]["air_cleaning"]["requires"].update(
+                start_room_cleaning={"path": "battery.mood", "op": "equals", "value": "low"}
+            ),
+            "capabilities.json: air_cleaning.requires.start_room_cleaning: condition.path: unknown path",
+        ),
+        (
+            lambda d: d["capabilities"]["air_cleaning"]["requires"].update(
+                start_room_cleaning={"path": "map.areas", "op": "contains", "value": "$args.room"}
+            ),
+            "capabilities.json: air_cleaning.requires.start_room_cleaning: condition.value: '$args.room'",
+        ),
+        (
+            lambda d: d["capabilities"]["movement"]["requires"].update(
+                return_to_station={"path": "battery.charging", "op": "is_false"}
+            ),
+            "capabilities.json: movement.requires.return_to_station: a safety action",
+        ),
+        (
+            lambda d: d["capabilities"]["security_patrol"]["requires"].update(
+                stop={"path": "battery.charging", "op": "is_false"}
+            ),
+            "capabilities.json: security_patrol.requires.stop: a safety action",
+        ),
     ],
 )
 def test_broken_capabilities_file_names_the_entry(tmp_path: Path, mutate: Mutation, message: str) -> None:
@@ -219,3 +270,29 @@ def test_explicit_paths_load_like_the_packaged_files(tmp_path: Path) -> None:
     loaded = load_registry(c, k)
     assert loaded.contracts.keys() == load_registry().contracts.keys()
     assert loaded.capabilities["security_patrol"].resources == ("camera", "vision", "motion")
+
+
+def test_the_worker_refuses_to_start_naming_a_bad_requires(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    data = copy.deepcopy(_packaged("capabilities.json"))
+    data["capabilities"]["air_cleaning"]["requires"]["start_room_cleaning"] = {
+        "path": "air_quality.grade",
+        "op": "roughly",
+        "value": "bad",
+    }
+    path = _write(tmp_path, "capabilities.json", data)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
+    env |= {"GUARDIAN_CAPABILITIES_FILE": str(path), "GUARDIAN_KAFKA_BOOTSTRAP": "127.0.0.1:9"}
+    done = subprocess.run(
+        [sys.executable, "-m", "guardian", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "air_cleaning.requires.start_room_cleaning: condition.op: unknown operator" in done.stderr

@@ -438,3 +438,47 @@ def test_every_scenario_meets_its_outcome_through_the_pipeline_core() -> None:
     assert report.ok, table
     assert {r.scenario for r in report.rows} == set(SCENARIO_IDS)
     assert "HG-04" in "\n".join(format_progress(fleet))
+
+
+async def test_the_device_answers_a_context_refresh_with_a_snapshot_the_gate_admits(gate: Gate) -> None:
+    transport = Recorder()
+    device = make_device(gate, transport, StepClock())
+    await device.obey(dispatch(req("ctx_refresh", "device_context", "refresh")))
+    (snapshot,) = transport.values("device-context")
+    verdict = gate.admit(
+        "device-context",
+        b"dev-0001",
+        orjson.dumps(snapshot),
+        source_topic="t",
+        partition=0,
+        offset=0,
+        received_at_ms=T0,
+    )
+    assert isinstance(verdict, Admitted)
+    assert snapshot["domains"]["battery"]["data"]["estimated_work_budget"] == "medium"
+    assert [a["area_id"] for a in snapshot["domains"]["map"]["data"]["areas"]] == ["2", "3", "6"]
+    # with device context off, the device sends none
+    quiet = Recorder()
+    off = make_device(gate, quiet, StepClock())
+    off.send_context = False
+    await off.obey(dispatch(req("ctx_refresh", "device_context", "refresh")))
+    assert quiet.values("device-context") == []
+
+
+def test_without_device_context_hg04_moves_nowhere() -> None:
+    async def run() -> Fleet:
+        loop = Loopback()
+        config = FleetConfig(
+            devices=1, scenarios=("HG-04",), seed=3, speed=40.0, timeout_s=60.0, start_spread_s=0.0,
+            device_context=False,
+        )  # fmt: skip
+        fleet = Fleet(config, loop, clock=SimClock(40.0))
+        loop.fleet = fleet
+        await fleet.run()
+        return fleet
+
+    fleet = asyncio.run(run())
+    report = fleet.report(0.0, 0.0, False)
+    assert report.ok, format_table(report.rows)
+    (row,) = report.rows
+    assert row.dispatches == 0 and row.decisions == 1

@@ -8,9 +8,9 @@ import pytest
 from supervisor import context as context_module
 from supervisor.context import MAX_CONTEXT_BYTES, build_context, context_size
 from tables.state import Budgets, DebounceState, DeviceState, ExperienceState, SnapshotEntry, Trigger
+from topics.context import KeptEnvelope
 from topics.gate import forbidden_key_paths
 from topics.plans import guardian_plan
-from topics.records import DOMAINS
 from topics.registry import Registry, load_registry
 
 T0 = 1785400000000
@@ -71,7 +71,7 @@ def test_sections_rooms_in_words_ids_only_for_remaining_areas(registry: Registry
     assert ctx["trigger"]["facts"] == {"room": "안방", "presence": "detected", "verification_state": "failed"}
     assert "movement.move_to_room" in ctx["allowed_actions"]
     # empty sections are left out: no device snapshot, no recent observations
-    for section in ("domains", "stale_domains", "availability", "recent"):
+    for section in ("domains", "stale_domains", "device_context", "recent"):
         assert section not in ctx
     assert forbidden_key_paths(ctx) == []
 
@@ -115,9 +115,6 @@ def test_domain_states_from_the_snapshot_leave_stale_ones_out(registry: Registry
     dev.snapshot["security.session_state_changed"] = SnapshotEntry(
         "o4", now - 300, now - 250, {"session_state": "running", "result": "ok", "event_code": 7}
     )
-    dev.snapshot["device-context"] = SnapshotEntry(
-        "ctx", now - 100, now - 90, {"battery": "fresh", "vision": "unavailable", "bogus": "fresh"}
-    )
     dev.debounce["security.person_detected/2"] = DebounceState(stable="detected")
     ctx = build_context(exp, dev, trigger(at=now), registry=registry)
     assert ctx["domains"] == {
@@ -133,7 +130,7 @@ def test_domain_states_from_the_snapshot_leave_stale_ones_out(registry: Registry
         "voice_model",
         "voice_session_active",
     ]
-    assert ctx["availability"] == {"battery": "fresh", "vision": "unavailable"}
+    assert "device_context" not in ctx  # no device context v2 snapshot
 
 
 def test_recent_promoted_observations_at_most_six_newest_first(registry: Registry) -> None:
@@ -166,7 +163,9 @@ def test_the_bound_is_stated_and_enforced(registry: Registry) -> None:
     dev = DeviceState(device_id="airbot-0001")
     for i in range(40):
         dev.debounce[f"security.person_detected/a{i}"] = DebounceState(stable="detected")
-    dev.snapshot["device-context"] = SnapshotEntry("ctx", T0, T0, {d: "unavailable" for d in DOMAINS})
+    big_map = [{"area_id": f"m{i}", "area_name": "방" * 60} for i in range(64)]
+    dev.context["map"] = KeptEnvelope(T0, 1, 600_000, True, "summary", "normal", {"areas": big_map})
+    dev.context["battery"] = KeptEnvelope(T0, 1, 60_000, True, "summary", "normal", {"charging": True})
     for i in range(20):
         exp.recent.append(
             Trigger(

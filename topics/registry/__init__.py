@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -16,6 +16,8 @@ from typing import Any, Literal, get_args
 
 import orjson
 
+from topics.conditions import condition_problems
+from topics.context import DOMAIN_TABLE
 from topics.records import ID_PATTERN, MAX_FACT_STR_LEN
 
 FactType = Literal["bool", "str", "int"]
@@ -110,6 +112,14 @@ class CapabilitySpec:
     evidence: Mapping[str, tuple[str, ...]]
     resources: tuple[str, ...]
     exposure: Exposure
+    #: the device-context domains its planning needs (§9.3, §11)
+    context_reads: tuple[str, ...] = ()
+    #: operation -> the condition (§9.2) a request for it must pass before it is published
+    requires: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+
+
+#: Safety actions (§7) never take a ``requires``: they always go.
+SAFETY_OPERATIONS: frozenset[str] = frozenset({"movement.return_to_station"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +336,7 @@ def _capability(ctx: _Ctx, name: str, raw: object, arg_types: Mapping[str, ArgTy
     ctx.ident(name, where)
     spec = ctx.obj(raw, where)
     fields = {"operations", "compensation", "evidence", "resources", "exposure"}
-    ctx.keys(spec, where, fields, {"description"})
+    ctx.keys(spec, where, fields, {"description", "context_reads", "requires"})
     ops_raw = ctx.obj(spec["operations"], f"{where}.operations")
     if not ops_raw:
         raise ctx.fail(f"{where}.operations", "must list at least one operation")
@@ -357,6 +367,22 @@ def _capability(ctx: _Ctx, name: str, raw: object, arg_types: Mapping[str, ArgTy
     exposure = spec["exposure"]
     if exposure not in EXPOSURES:
         raise ctx.fail(f"{where}.exposure", f"must be one of {', '.join(EXPOSURES)}")
+    reads = ctx.str_list(spec.get("context_reads", []), f"{where}.context_reads")
+    for domain in reads:
+        if domain not in DOMAIN_TABLE:
+            raise ctx.fail(f"{where}.context_reads", f"{domain!r} is not a device-context domain")
+    req_raw = ctx.obj(spec.get("requires", {}), f"{where}.requires")
+    requires: dict[str, Mapping[str, Any]] = {}
+    for op, cond in req_raw.items():
+        rwhere = f"{where}.requires.{op}"
+        if op not in operations:
+            raise ctx.fail(rwhere, "is not an operation of this capability")
+        if f"{name}.{op}" in SAFETY_OPERATIONS or op in compensation.values():
+            raise ctx.fail(rwhere, "a safety action (return to station, a compensation) always goes")
+        problems = condition_problems(cond, args=operations[op])
+        if problems:
+            raise ctx.fail(rwhere, problems[0])
+        requires[op] = MappingProxyType(cond)
     return CapabilitySpec(
         name=name,
         operations=MappingProxyType(operations),
@@ -364,6 +390,8 @@ def _capability(ctx: _Ctx, name: str, raw: object, arg_types: Mapping[str, ArgTy
         evidence=MappingProxyType(evidence),
         resources=resources_,
         exposure=exposure,
+        context_reads=reads,
+        requires=MappingProxyType(requires),
     )
 
 
@@ -418,6 +446,7 @@ __all__ = [
     "ARG_TYPES",
     "EXPOSURES",
     "FACT_TYPES",
+    "SAFETY_OPERATIONS",
     "SCOPES",
     "ArgType",
     "CapabilitySpec",

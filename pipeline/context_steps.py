@@ -1,0 +1,242 @@
+"""Device context in the core (CONTRACTS.md §9.1, §9.4): the kept snapshot, plan preconditions with
+``on_unknown``, and ``requires`` on requests. Pure functions over the core's state; the
+:class:`~pipeline.core.Pipeline` calls them from small hooks.
+
+- :func:`apply_snapshot`: per domain, the newest envelope wins (§9.1 ordering).
+- :func:`admit_plan`: a plan's preconditions decide at its receive time: start, ``blocked`` at
+  once, or (``on_unknown``) ask the device for a fresh snapshot and wait (phase ``pending``), ask
+  the user, or block.
+- :func:`on_snapshot`: a pending experience is evaluated again on each new snapshot.
+- :func:`deadline_due`: a pending experience still not ``KNOWN true`` 10 s after its plan's
+  receive time ends ``blocked`` at that deadline — decided, like a debounce window, by the first
+  later record of the device, a live worker's timer, or the end of a replay's input.
+- :func:`cancel_pending`: a user cancel while waiting ends it ``aborted`` (nothing to compensate).
+- :func:`passing_requests`: before a dispatch is published, each request's catalog ``requires``
+  is evaluated; a request that does not pass, and every request that depends on it, is left out
+  (timeline drop ``condition_not_met`` with the three-state result).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pipeline import ids
+from supervisor.presenter import precondition_question
+from tables.state import DeviceState, ExperienceState
+from topics.conditions import Result as ConditionResult
+from topics.conditions import evaluate
+from topics.context import KeptEnvelope
+from topics.records import DeviceContext
+from topics.registry import SAFETY_OPERATIONS
+
+if TYPE_CHECKING:
+    from pipeline.core import Pipeline, Result
+
+#: How long a plan waits for a fresh snapshot after asking for one (receive-time clock, §9.4).
+REFRESH_DEADLINE_MS = 10_000
+
+
+def apply_snapshot(dev: DeviceState, ctx: DeviceContext) -> int:
+    """Keep, per domain, the newest envelope of ``ctx``; returns how many domains changed."""
+    changed = 0
+    for name, env in ctx.domains.items():
+        kept = KeptEnvelope.of(name, env, ctx.observed_at_ms)
+        if kept.newer_than(dev.context.get(name)):
+            dev.context[name] = kept
+            changed += 1
+    return changed
+
+
+def pending_experience(dev: DeviceState, exp: ExperienceState | None) -> ExperienceState | None:
+    """The device's experience while it waits for its preconditions, else None."""
+    if exp is None or exp.phase != "pending" or dev.active_experience_id != exp.experience_id:
+        return None
+    return exp
+
+
+def _goal(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int, note: str) -> None:
+    names = ", ".join(exp.area_name(a) or "an area" for a in exp.areas)
+    goal_id = exp.plan.get("goal_id")
+    p._timeline(
+        dev,
+        res,
+        experience_id=exp.experience_id,
+        at_ms=at_ms,
+        stage="goal",
+        ref_id=exp.experience_id,
+        summary=f"goal: {goal_id} ({len(exp.areas)} areas: {names}){note}",
+    )
+
+
+def _start(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int, note: str) -> None:
+    exp.phase = "active"
+    dev.precondition_due_ms = None
+    _goal(p, dev, exp, res, at_ms, note)
+
+
+def _block(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int, why: str) -> None:
+    dev.precondition_due_ms = None
+    p._end(dev, exp, res, "blocked", at_ms, why)
+
+
+def admit_plan(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int) -> None:
+    """Start ``exp`` (just admitted) or gate it on its plan's preconditions (§9.4)."""
+    cond = exp.plan.get("preconditions")
+    if cond is None:
+        _goal(p, dev, exp, res, at_ms, "")
+        return
+    result = evaluate(cond, dev.context, at_ms)
+    if result.passes:
+        _goal(p, dev, exp, res, at_ms, f"; preconditions: {result.describe()}")
+        return
+    if result.state == "KNOWN":
+        _block(p, dev, exp, res, at_ms, f"preconditions: {result.describe()}")
+        return
+    on_unknown = exp.plan.get("on_unknown") or "block"
+    if on_unknown == "refresh":
+        exp.phase = "pending"
+        dev.precondition_due_ms = at_ms + REFRESH_DEADLINE_MS
+        p._publish_dispatch(
+            dev,
+            exp,
+            res,
+            dispatch_id=ids.context_refresh_dispatch_id(dev.device_id, exp.experience_id),
+            decision_id=None,
+            trigger_event_id=exp.experience_id,
+            requests=[_request("ctx_refresh", "device_context", "refresh", {})],
+            tts=None,
+            at_ms=at_ms,
+            check=False,
+            note=f"preconditions: {result.describe()}; waiting for a fresh snapshot",
+        )
+        return
+    if on_unknown == "ask_user":
+        text = precondition_question(
+            cond,
+            dev.context,
+            at_ms,
+            plan_area_names=exp.plan.get("area_names"),
+            language=p.language,
+        )
+        p._publish_dispatch(
+            dev,
+            exp,
+            res,
+            dispatch_id=ids.precondition_question_dispatch_id(dev.device_id, exp.experience_id),
+            decision_id=None,
+            trigger_event_id=exp.experience_id,
+            requests=[_request("ctx_ask_user", "voice_content", "speak", {"text": text})],
+            tts=text,
+            at_ms=at_ms,
+            check=False,
+            note=f"preconditions: {result.describe()}; asking the user",
+        )
+    _block(p, dev, exp, res, at_ms, f"preconditions: {result.describe()}")
+
+
+def on_snapshot(p: Pipeline, dev: DeviceState, exp: ExperienceState | None, res: Result, at_ms: int) -> None:
+    """Evaluate a pending experience's preconditions again on a new snapshot: ``KNOWN true``
+    starts it, ``KNOWN false`` blocks it at once; anything else keeps waiting."""
+    pending = pending_experience(dev, exp)
+    if pending is None:
+        return
+    result: ConditionResult = evaluate(pending.plan["preconditions"], dev.context, at_ms)
+    if result.passes:
+        _start(p, dev, pending, res, at_ms, f"; preconditions after refresh: {result.describe()}")
+    elif result.state == "KNOWN":
+        _block(p, dev, pending, res, at_ms, f"preconditions after refresh: {result.describe()}")
+
+
+def deadline_due(
+    p: Pipeline, dev: DeviceState, exp: ExperienceState | None, res: Result, now_ms: int | None
+) -> None:
+    """Block a pending experience whose deadline has come at ``now_ms`` (None: end of a replay's
+    input, every deadline has come). The end is stamped with the deadline itself."""
+    due = dev.precondition_due_ms
+    if due is None or (now_ms is not None and now_ms < due):
+        return
+    pending = pending_experience(dev, exp)
+    if pending is None:
+        dev.precondition_due_ms = None
+        return
+    result = evaluate(pending.plan["preconditions"], dev.context, due)
+    _block(
+        p,
+        dev,
+        pending,
+        res,
+        due,
+        f"preconditions not KNOWN true within {REFRESH_DEADLINE_MS} ms: {result.describe()}",
+    )
+
+
+def cancel_pending(
+    p: Pipeline, dev: DeviceState, exp: ExperienceState | None, res: Result, at_ms: int
+) -> bool:
+    """A user cancel while the preconditions wait: ``aborted``, nothing to compensate."""
+    pending = pending_experience(dev, exp)
+    if pending is None:
+        return False
+    dev.precondition_due_ms = None
+    p._end(dev, pending, res, "aborted", at_ms, "user cancel while waiting for preconditions")
+    return True
+
+
+def passing_requests(
+    p: Pipeline,
+    dev: DeviceState,
+    exp: ExperienceState,
+    res: Result,
+    dispatch_id: str,
+    requests: list[dict[str, Any]],
+    at_ms: int,
+) -> list[dict[str, Any]]:
+    """The requests that may go: a request whose catalog ``requires`` is not ``KNOWN true`` on the
+    device's context at ``at_ms`` is left out, and so is every request depending on one left out
+    (each with timeline drop ``condition_not_met``). Safety actions always go."""
+    left_out: set[str] = set()
+    kept: list[dict[str, Any]] = []
+    compensations = {
+        (name, undo) for name, cap in p.registry.capabilities.items() for undo in cap.compensation.values()
+    }
+    for r in requests:
+        step_id = str(r.get("step_id"))
+        capability, operation = str(r.get("capability")), str(r.get("operation"))
+        name = f"{capability}.{operation}"
+        blocked_by = [d for d in r.get("depends_on") or () if d in left_out]
+        if blocked_by:
+            left_out.add(step_id)
+            p._drop(
+                dev,
+                res,
+                "condition_not_met",
+                dispatch_id,
+                at_ms,
+                f"{name} ({step_id}) left out: depends on {blocked_by[0]}, left out",
+                experience_id=exp.experience_id,
+            )
+            continue
+        cap = p.registry.capabilities.get(capability)
+        cond = cap.requires.get(operation) if cap is not None else None
+        if cond is None or name in SAFETY_OPERATIONS or (capability, operation) in compensations:
+            kept.append(r)
+            continue
+        result = evaluate(cond, dev.context, at_ms, args=r.get("args") or {})
+        if result.passes:
+            kept.append(r)
+            continue
+        left_out.add(step_id)
+        p._drop(
+            dev,
+            res,
+            "condition_not_met",
+            dispatch_id,
+            at_ms,
+            f"{name} ({step_id}) left out: {result.describe()}",
+            experience_id=exp.experience_id,
+        )
+    return kept
+
+
+def _request(step_id: str, capability: str, operation: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"step_id": step_id, "capability": capability, "operation": operation, "args": args}
