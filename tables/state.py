@@ -27,6 +27,9 @@ WindDown = Literal["return_to_station", "abort"]
 ENDED_MEMORY = 32
 #: How many recent promoted observations an experience keeps for the supervisor's context (§6.1).
 RECENT_PROMOTED = 6
+#: How many decided trigger IDs an experience remembers (a decision arriving again is ignored;
+#: the dedup memory already stops a trigger from being promoted twice).
+DECIDED_MEMORY = 64
 
 
 @dataclass(slots=True)
@@ -222,6 +225,11 @@ class ExperienceState:
     @property
     def winding_down(self) -> bool:
         return self.phase == "winding_down"
+
+    @property
+    def plan_areas(self) -> list[str]:
+        """The areas of the plan (a replan may drop some from ``areas``, never add one)."""
+        return list(self.plan.get("areas") or ())
 
     def remaining_areas(self) -> list[str]:
         done = set(self.patrolled)
