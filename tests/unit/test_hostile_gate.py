@@ -11,6 +11,9 @@ import pytest
 
 from guardian.replay import InputRecord, replay_records
 from guardian.settings import Settings
+from pipeline.core import Pipeline
+from pipeline.runner import MemoryStore, Processor
+from supervisor import rules
 from tests.unit.test_records import SEED_OBSERVATION, SEED_PLAN, SEED_TASK_EVENT
 from topics.gate import Admitted, Gate, GateKind, Rejected
 from topics.hostile import key_norm, safe_key
@@ -248,3 +251,9 @@ def test_a_null_kafka_key_gives_a_dead_letter_with_a_null_key() -> None:
     result = replay_records([rec], settings=Settings.from_env({}))
     (letter,) = result.outs["deadletter"]
     assert letter["reason_code"] == "key_mismatch" and letter["key"] is None
+    # the live worker publishes it with a null Kafka key too (not an empty one)
+    registry = load_registry()
+    proc = Processor(registry, Pipeline(registry), rules.decide)
+    done = proc.process(MemoryStore(), "observations", None, rec.value, source_topic=rec.topic, partition=0,
+                        offset=5, received_at_ms=rec.ts)  # fmt: skip
+    assert [(o.kind, o.key) for o in done.outs] == [("deadletter", None)]
