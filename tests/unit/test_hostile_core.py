@@ -191,3 +191,64 @@ def test_one_device_sending_100000_distinct_ids_keeps_its_value_small_and_its_co
     assert len(entry.to_json()) < 64 * 1024
     first, last = statistics.median(batch_times[:10]), statistics.median(batch_times[-10:])
     assert last < 3 * first, (first, last)
+
+
+# -- §12: recorded decisions are checked like a model answer -----------------------------------
+
+
+def recorded_run(script: Script) -> tuple[list[InputRecord], list[dict[str, Any]]]:
+    live = replay_records(script.records, settings=SETTINGS)
+    return script.records, live.outs["decisions"]
+
+
+def as_records(decisions: list[dict[str, Any]]) -> list[InputRecord]:
+    topic = "guardian.decisions"
+    return [
+        InputRecord("decisions", topic, 0, i, d["decided_at_ms"], d["device_id"].encode(), orjson.dumps(d))
+        for i, d in enumerate(decisions)
+    ]
+
+
+def verification_failed() -> Script:
+    s = Script()
+    s.start().wait(100).security_started().wait(100)
+    s.obs("security.verification_result", {"outcome": "failed", "terminal": True})
+    return s
+
+
+def test_an_old_export_matches_recorded_decisions_by_trigger_not_by_id() -> None:
+    inputs, decisions = recorded_run(verification_failed())
+    assert [d["decision"] for d in decisions] == ["ask_user"]
+    old = [dict(d, decision_id="dec_" + "0" * 24) for d in decisions]  # the old ID formula
+    again = replay_records(inputs + as_records(old), settings=SETTINGS)
+    assert again.summary["decisions_mode"] == "recorded"
+    assert again.divergences == []
+    assert [d["decision"] for d in again.outs["decisions"]] == ["ask_user"]
+
+
+def test_recorded_decisions_the_contract_does_not_allow_are_divergences_decided_by_the_rules() -> None:
+    inputs, decisions = recorded_run(verification_failed())
+    bad_cases = [
+        {"decision": "complete"},  # before any evidence
+        {"decision": "explode"},
+        {"reason_code": "not an id!"},
+        {"rationale": "The PIN is 4821"},
+        {"rationale": "x" * 201},
+        {"rationale": "fine\u202etext"},
+    ]
+    for change in bad_cases:
+        tampered = [dict(decisions[0], **change)]
+        result = replay_records(inputs + as_records(tampered), settings=SETTINGS)
+        (decision,) = result.outs["decisions"]
+        assert (decision["decision"], decision["backend"]) == ("ask_user", "rules"), change
+        kinds = [d["kind"] for d in result.divergences]
+        assert "invalid_recorded_decision" in kinds, (change, result.divergences)
+    # ask_user with no question left: the rules return to the station
+    s = verification_failed()
+    s.wait(200).obs("security.verification_timed_out", {"area_id": "2"})
+    inputs, decisions = recorded_run(s)
+    assert [d["decision"] for d in decisions] == ["ask_user", "return_to_station"]
+    tampered = [decisions[0], dict(decisions[1], decision="ask_user")]
+    result = replay_records(inputs + as_records(tampered), settings=SETTINGS)
+    assert [d["decision"] for d in result.outs["decisions"]] == ["ask_user", "return_to_station"]
+    assert any(d.get("why") == "ask_user with no user question left" for d in result.divergences)
