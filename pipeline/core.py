@@ -24,6 +24,7 @@ from supervisor.questions import Language, user_question
 from supervisor.verdict import Verdict
 from tables.state import (
     DECIDED_MEMORY,
+    MAX_PENDING,
     RECENT_PROMOTED,
     Budgets,
     DebounceState,
@@ -551,6 +552,17 @@ class Pipeline:
                 trigger.event_id,
                 at_ms,
                 f"{trigger.type}: {exp.budgets.max_decisions} decisions already taken",
+            )
+            return
+        if decide is None and len(exp.pending) >= MAX_PENDING:
+            # §2 rule 8: the queue of an asynchronous backend is bounded too
+            self._drop(
+                dev,
+                res,
+                "budget_exhausted",
+                trigger.event_id,
+                at_ms,
+                f"{trigger.type}: {MAX_PENDING} triggers already wait for a decision",
             )
             return
         # 11. supervisor

@@ -30,6 +30,8 @@ RECENT_PROMOTED = 6
 #: How many decided trigger IDs an experience remembers (a decision arriving again is ignored;
 #: the dedup memory already stops a trigger from being promoted twice).
 DECIDED_MEMORY = 64
+#: How many promoted triggers may wait for an asynchronous decision at once (more: budget_exhausted).
+MAX_PENDING = 32
 
 
 @dataclass(slots=True)

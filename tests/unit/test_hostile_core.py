@@ -252,3 +252,17 @@ def test_recorded_decisions_the_contract_does_not_allow_are_divergences_decided_
     result = replay_records(inputs + as_records(tampered), settings=SETTINGS)
     assert [d["decision"] for d in result.outs["decisions"]] == ["ask_user", "return_to_station"]
     assert any(d.get("why") == "ask_user with no user question left" for d in result.divergences)
+
+
+def test_an_asynchronous_backends_queue_is_bounded() -> None:
+    registry = REGISTRY
+    proc, store = Processor(registry, Pipeline(registry, language="en"), None), MemoryStore()
+    s = Script()
+    s.start(max_decisions=1_000_000).wait(100).security_started()
+    for i in range(200):
+        s.wait(10).obs("security.verification_timed_out", {"area_id": "2"}, event_id=f"obs_q{i}")
+    outs = feed(proc, store, s.records)
+    exp = store.experiences[s.device_id]
+    assert len(exp.pending) == 32
+    drops = [o.value for o in outs if o.kind == "timeline" and o.value["drop_reason"] == "budget_exhausted"]
+    assert len(drops) == 200 - 32
