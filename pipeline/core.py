@@ -6,9 +6,13 @@ updated in place and handed back; the caller stores them.
 
 Order of checks for an observation (CONTRACTS.md §4.3, steps 5–11; steps 1–4 are the gate's):
 dedup → freshness → debounce → correlation → policy → budget → supervisor. One deliberate
-refinement: the ``cross_device`` part of step 8 is checked as soon as the record is known to be
-fresh (before debounce), so a record correlated to another device's experience is dead-lettered
-even when debounce would have held or swallowed it; nothing else moves.
+refinement: the ``cross_device`` part of step 8 is checked first, so a record correlated to
+another device's experience is always dead-lettered and, like every dead-lettered record (§10),
+changes no state: not the snapshot, not the dedup keys, not the device's clock; nothing else moves.
+
+State stays bounded whatever a device sends (§2 rule 8): per-area debounce states only for the
+active plan's areas, patrolled areas only among the plan's, started steps only for compensable
+catalog operations, and bounded memories of decided and waiting triggers.
 """
 
 from __future__ import annotations

@@ -231,7 +231,8 @@ class ExperienceState:
     @property
     def plan_areas(self) -> list[str]:
         """The areas of the plan (a replan may drop some from ``areas``, never add one)."""
-        return list(self.plan.get("areas") or ())
+        areas: list[str] = self.plan.get("areas") or []
+        return areas
 
     def remaining_areas(self) -> list[str]:
         done = set(self.patrolled)
