@@ -56,6 +56,9 @@ PAYLOAD_REASONS: frozenset[str] = frozenset(
     {"schema_invalid", "key_mismatch", "unknown_contract", "cross_device", "plan_invalid"}
 )
 
+#: The most areas a plan may name (as many as a device's map may hold, §9.1).
+MAX_PLAN_AREAS = 64
+
 _ID_RE = re.compile(ID_PATTERN)
 _ID_FULLMATCH = _ID_RE.fullmatch
 _object_setattr = object.__setattr__
@@ -296,6 +299,9 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
     areas = set(plan.areas)
     if len(areas) != len(plan.areas):
         problems.append(("areas", "duplicate area"))
+    if len(plan.areas) > MAX_PLAN_AREAS:
+        # a home's map has at most 64 areas (§9.1); per-area state stays bounded (§2 rule 8)
+        problems.append(("areas", f"more than {MAX_PLAN_AREAS} areas"))
     step_ids: set[str] = set()
     for i, step in enumerate(plan.steps):
         if step.step_id in step_ids:

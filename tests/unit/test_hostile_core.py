@@ -266,3 +266,27 @@ def test_an_asynchronous_backends_queue_is_bounded() -> None:
     assert len(exp.pending) == 32
     drops = [o.value for o in outs if o.kind == "timeline" and o.value["drop_reason"] == "budget_exhausted"]
     assert len(drops) == 200 - 32
+
+
+def test_the_largest_state_a_plan_allows_stays_well_under_the_message_limit() -> None:
+    """64 areas of the longest IDs, a pending presence change in each, long event and correlation
+    IDs, every area patrolled, many decisions: the device's value stays far below 1 MB."""
+    proc, store = processor(), MemoryStore()
+    s = Script(device_id="d" * 128)
+    long_id = "x" * 100
+    areas = [f"{i:02d}" + "a" * 62 for i in range(64)]
+    s.start(
+        experience_id="e" * 128, workflow_id="w" * 128, areas=areas, area_names={}, max_decisions=10**6
+    ).wait(100).security_started()
+    for i, area in enumerate(areas):
+        s.wait(1).obs("security.person_detected", {"area_id": area, "presence": "detected"},
+                      event_id=f"{long_id}{i:028d}")  # fmt: skip
+    for i in range(200):
+        s.wait(1).obs("security.verification_result", {"outcome": "passed"}, event_id=f"{long_id}v{i:027d}")
+    for area in areas:
+        s.wait(1).patrol(area)
+    feed(proc, store, s.records)
+    entry = DeviceEntry(store.devices[s.device_id], store.experiences[s.device_id])
+    assert len(store.devices[s.device_id].debounce) == 64
+    size = len(entry.to_json())
+    assert size < 200 * 1024, size

@@ -257,3 +257,14 @@ def test_a_null_kafka_key_gives_a_dead_letter_with_a_null_key() -> None:
     done = proc.process(MemoryStore(), "observations", None, rec.value, source_topic=rec.topic, partition=0,
                         offset=5, received_at_ms=rec.ts)  # fmt: skip
     assert [(o.kind, o.key) for o in done.outs] == [("deadletter", None)]
+
+
+def test_a_plan_with_more_areas_than_a_map_holds_is_plan_invalid() -> None:
+    plan = copy.deepcopy(SEED_PLAN)
+    plan["areas"] = [f"a{i}" for i in range(64)]
+    plan["area_names"] = {}
+    plan["steps"][1]["args"]["area_ids"] = plan["areas"]
+    assert reason(orjson.dumps(plan), "plans") == "admitted"
+    plan["areas"].append("a64")
+    letter = rejected(orjson.dumps(plan), "plans").dead_letter
+    assert letter.reason_code == "plan_invalid" and "more than 64 areas" in letter.detail
