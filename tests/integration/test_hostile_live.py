@@ -108,11 +108,16 @@ def test_a_plan_reusing_another_devices_experience_id_is_refused_live_as_in_repl
 
     worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
     try:
-        first = [r for r in a.records if r.suffix == "plans"]
-        asyncio.run(produce(kafka_bootstrap, first))
-        asyncio.run(collect(kafka_bootstrap, names, lambda o: bool(o.statuses()), timeout_s=90, settle_s=1.0))
-        asyncio.run(produce(kafka_bootstrap, b.records))
-        asyncio.run(produce(kafka_bootstrap, [r for r in a.records if r.suffix != "plans"]))
+        # in steps, each once the previous one shows (a worker orders two topics of a partition
+        # only as far as it has fetched them): A's plan; B's plan and A's security start; A's
+        # battery low; the rest
+        def timeline_has(n: int) -> Any:
+            return lambda out: len(out.values["timeline"]) >= n
+
+        for batch, entries in ((a.records[:1], 1), (b.records + a.records[1:2], 2), (a.records[2:3], 5)):
+            asyncio.run(produce(kafka_bootstrap, batch))
+            asyncio.run(collect(kafka_bootstrap, names, timeline_has(entries), timeout_s=90, settle_s=0.5))
+        asyncio.run(produce(kafka_bootstrap, a.records[3:]))
 
         def done(out: Outputs) -> bool:
             return out.statuses().get("exp_guardian_001") == "returned" and bool(out.values["deadletter"])
