@@ -77,6 +77,13 @@ def test_colons_inside_values_do_not_hide_or_invent_repeated_keys() -> None:
     assert reason(orjson.dumps(data)) == "admitted"
     text = orjson.dumps(data).decode().replace('"freshness_ms":', '"freshness_ms":1,"freshness_ms":', 1)
     assert reason(text.encode()) == "not_json"
+    # a colon spelled as an escape cannot make up for the colon of a repeated key
+    escaped = text.replace("obs:with:colons", "obs\\u003awith:colons")
+    assert orjson.loads(escaped)["event_id"] == "obs:with:colons"
+    assert reason(escaped.encode()) == "not_json"
+    hidden = orjson.dumps(data).decode().replace("obs:with:colons", "obs\\u003awith\\u003acolons")
+    hidden = hidden.replace('"facts":{', '"facts":{"pin":1},"facts":{', 1)
+    assert reason(hidden.encode()) == "not_json"
 
 
 # -- depth and integers ------------------------------------------------------------------------
