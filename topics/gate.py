@@ -566,13 +566,12 @@ class Gate:
             return self._checked_observation(obj, key)
         # flat by construction: the top level, the facts and the correlation hold every key
         keys = len(obj) + len(fast.facts) + (3 if fast.correlation is not None else 0)
-        if needs_exact_scan(raw, keys):
-            # IDs may hold colons: count them too (sound only without \u escapes, which could
-            # spell a colon the raw count misses)
+        if raw.count(b":") != keys:
+            # IDs may hold colons: count them too (the keys of the fast path hold none)
             corr = obj.get("correlation")
             strings = [*obj.values(), *fast.facts.values(), *(corr.values() if corr else ())]
             colons = sum(v.count(":") for v in strings if type(v) is str)
-            if (b"\\u" in raw or needs_exact_scan(raw, keys + colons)) and exact_scan(raw) == "duplicate_key":
+            if needs_exact_scan(raw, keys, colons) and exact_scan(raw) == "duplicate_key":
                 raise _Reject("not_json", "a key is repeated within one object")
         return fast
 
@@ -583,7 +582,7 @@ class Gate:
         forbidden key in such a record is a ``privacy_violation``)."""
         shape = shape_of(obj)
         found = None
-        if shape.depth <= MAX_DEPTH and (shape.big_number or needs_exact_scan(raw, shape.keys)):
+        if shape.depth <= MAX_DEPTH and (shape.big_number or needs_exact_scan(raw, shape.keys, shape.colons)):
             found = exact_scan(raw)
             if found == "duplicate_key":
                 raise _Reject("not_json", "a key is repeated within one object")

@@ -100,11 +100,14 @@ class Shape:
     depth: int
     #: an integer outside the signed 64-bit range, or a float that may have been one
     big_number: bool
+    #: colons inside keys and string values
+    colons: int = 0
 
 
 def shape_of(obj: Any) -> Shape:
     """Keys, nesting depth and out-of-range integers of a parsed document (iterative)."""
     keys = 0
+    colons = 0
     deepest = 0
     big = False
     stack: list[tuple[Any, int]] = [(obj, 1)]
@@ -115,23 +118,31 @@ def shape_of(obj: Any) -> Shape:
             deepest = depth
             if depth > MAX_DEPTH:
                 # no need to look further: the record is refused for its depth
-                return Shape(keys, depth, big)
+                return Shape(keys, depth, big, colons)
         values = node.values() if type(node) is dict else node
         if type(node) is dict:
             keys += len(node)
+            for k in node:
+                colons += k.count(":")
         for v in values:
             tv = type(v)
             if tv is dict or tv is list:
                 push((v, depth + 1))
+            elif tv is str:
+                colons += v.count(":")
             elif (tv is int and not INT64_MIN <= v <= INT64_MAX) or (tv is float and abs(v) >= _BIG_FLOAT):
                 big = True
-    return Shape(keys, deepest, big)
+    return Shape(keys, deepest, big, colons)
 
 
-def needs_exact_scan(raw: bytes, keys: int) -> bool:
-    """Whether ``raw`` may hide a repeated key from a last-wins parse that found ``keys`` keys:
-    every key has its ``:``, so as many colons as keys rule out a repeated key."""
-    return raw.count(b":") != keys
+def needs_exact_scan(raw: bytes, keys: int, colons: int = 0) -> bool:
+    """Whether ``raw`` may hide a repeated key from a last-wins parse that found ``keys`` keys and
+    ``colons`` colons inside its keys and strings. Every key has its ``:``; without ``\\u`` escapes
+    (which could spell a colon the raw count misses) a parsed string holds no more colons than its
+    raw text, and a hidden first copy only adds colons, so equal counts rule out a repeated key."""
+    if raw.count(b":") == keys:
+        return False
+    return b"\\u" in raw or raw.count(b":") != keys + colons
 
 
 class _Duplicate(Exception):

@@ -84,6 +84,12 @@ def test_colons_inside_values_do_not_hide_or_invent_repeated_keys() -> None:
     hidden = orjson.dumps(data).decode().replace("obs:with:colons", "obs\\u003awith\\u003acolons")
     hidden = hidden.replace('"facts":{', '"facts":{"pin":1},"facts":{', 1)
     assert reason(hidden.encode()) == "not_json"
+    event = copy.deepcopy(SEED_TASK_EVENT)
+    event["task_id"] = "task:1:2"
+    assert reason(orjson.dumps(event), "task-events") == "admitted"
+    text = orjson.dumps(event).decode().replace("task:1:2", "task\\u003a1\\u003a2")
+    text = text.replace('"evidence":', '"evidence":{"pin":1},"evidence":', 1)
+    assert reason(text.encode(), "task-events") == "not_json"
 
 
 # -- depth and integers ------------------------------------------------------------------------
