@@ -4,7 +4,6 @@ nothing (§10)."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
@@ -189,7 +188,9 @@ def test_one_device_sending_100000_distinct_ids_keeps_its_value_small_and_its_co
         batch_times.append(time.perf_counter() - t)
     entry = DeviceEntry(store.devices[s.device_id], store.experiences[s.device_id])
     assert len(entry.to_json()) < 64 * 1024
-    first, last = statistics.median(batch_times[:10]), statistics.median(batch_times[-10:])
+    # the quickest of ten batches of 100 at each end (robust to another process's burst): a cost
+    # growing with the records sent (it once did, 100-fold) shows in the quickest batch too
+    first, last = min(batch_times[:10]), min(batch_times[-10:])
     assert last < 3 * first, (first, last)
 
 
