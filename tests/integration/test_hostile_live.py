@@ -35,6 +35,50 @@ def nested(depth: int) -> Any:
     return node
 
 
+def test_a_plan_reusing_another_devices_experience_id_is_refused_live_as_in_replay(
+    kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Device B's plan reuses device A's ``experience_id`` (the contract's own example ID) after
+    A's plan was processed: a ``cross_device`` dead letter on the live worker as in replay, and A
+    is unaffected (its battery-low trigger is decided, it returns)."""
+    names = TopicNames(topic_prefix)
+    t0 = int(time.time() * 1000) - 30_000
+    a = Script(device_id="dev-owner-a", prefix=topic_prefix, t=t0)
+    a.start(experience_id="exp_guardian_001").wait(500).security_started()
+    b = Script(device_id="dev-thief-b", prefix=topic_prefix, t=a.t + 100)
+    b.start(experience_id="exp_guardian_001")
+    a.t = b.t + 1_000
+    a.obs("security.condition_changed", {"battery": "low"})
+    a.wait(500).security_stopped().wait(500).docked()
+    replayed = replay_records(sorted(a.records + b.records, key=lambda r: r.ts), settings=SETTINGS)
+    assert replayed.summary["experiences"] == {"exp_guardian_001": "returned"}
+
+    worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
+    try:
+        # in steps, each once the previous one shows (a worker orders two topics of a partition
+        # only as far as it has fetched them): A's plan; B's plan and A's security start; A's
+        # battery low; the rest
+        def timeline_has(n: int) -> Any:
+            return lambda out: len(out.values["timeline"]) >= n
+
+        for batch, entries in ((a.records[:1], 1), (b.records + a.records[1:2], 2), (a.records[2:3], 5)):
+            asyncio.run(produce(kafka_bootstrap, batch))
+            asyncio.run(collect(kafka_bootstrap, names, timeline_has(entries), timeout_s=90, settle_s=0.5))
+        asyncio.run(produce(kafka_bootstrap, a.records[3:]))
+
+        def done(out: Outputs) -> bool:
+            return out.statuses().get("exp_guardian_001") == "returned" and bool(out.values["deadletter"])
+
+        live = asyncio.run(collect(kafka_bootstrap, names, done, timeout_s=90))
+    finally:
+        worker.stop()
+    compare(live, replayed)
+    assert [(d["reason_code"], d["key"]) for d in live.values["deadletter"]] == [
+        ("cross_device", "dev-thief-b")
+    ]
+    assert {d["device_id"] for d in live.values["decisions"]} == {"dev-owner-a"}
+
+
 def test_poison_pill_and_state_flood_do_not_stop_a_live_worker(
     kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -86,47 +130,3 @@ def test_poison_pill_and_state_flood_do_not_stop_a_live_worker(
         for d in letters:
             d["key"] = str(d["key"])  # comparable (sorted) by the shared helper
     compare(live, replayed)
-
-
-def test_a_plan_reusing_another_devices_experience_id_is_refused_live_as_in_replay(
-    kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
-) -> None:
-    """Device B's plan reuses device A's ``experience_id`` (the contract's own example ID) after
-    A's plan was processed: a ``cross_device`` dead letter on the live worker as in replay, and A
-    is unaffected (its battery-low trigger is decided, it returns)."""
-    names = TopicNames(topic_prefix)
-    t0 = int(time.time() * 1000) - 30_000
-    a = Script(device_id="dev-owner-a", prefix=topic_prefix, t=t0)
-    a.start(experience_id="exp_guardian_001").wait(500).security_started()
-    b = Script(device_id="dev-thief-b", prefix=topic_prefix, t=a.t + 100)
-    b.start(experience_id="exp_guardian_001")
-    a.t = b.t + 1_000
-    a.obs("security.condition_changed", {"battery": "low"})
-    a.wait(500).security_stopped().wait(500).docked()
-    replayed = replay_records(sorted(a.records + b.records, key=lambda r: r.ts), settings=SETTINGS)
-    assert replayed.summary["experiences"] == {"exp_guardian_001": "returned"}
-
-    worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
-    try:
-        # in steps, each once the previous one shows (a worker orders two topics of a partition
-        # only as far as it has fetched them): A's plan; B's plan and A's security start; A's
-        # battery low; the rest
-        def timeline_has(n: int) -> Any:
-            return lambda out: len(out.values["timeline"]) >= n
-
-        for batch, entries in ((a.records[:1], 1), (b.records + a.records[1:2], 2), (a.records[2:3], 5)):
-            asyncio.run(produce(kafka_bootstrap, batch))
-            asyncio.run(collect(kafka_bootstrap, names, timeline_has(entries), timeout_s=90, settle_s=0.5))
-        asyncio.run(produce(kafka_bootstrap, a.records[3:]))
-
-        def done(out: Outputs) -> bool:
-            return out.statuses().get("exp_guardian_001") == "returned" and bool(out.values["deadletter"])
-
-        live = asyncio.run(collect(kafka_bootstrap, names, done, timeout_s=90))
-    finally:
-        worker.stop()
-    compare(live, replayed)
-    assert [(d["reason_code"], d["key"]) for d in live.values["deadletter"]] == [
-        ("cross_device", "dev-thief-b")
-    ]
-    assert {d["device_id"] for d in live.values["decisions"]} == {"dev-owner-a"}
