@@ -23,7 +23,8 @@ from pipeline.core import Decider, Pipeline
 from pipeline.runner import MemoryStore, Processor
 from report.html import DeviceStateChange, device_state_change
 from supervisor import rules
-from supervisor.verdict import DECISIONS, Verdict
+from supervisor.checks import recorded_verdict
+from supervisor.verdict import Verdict
 from tables.state import ExperienceState, Trigger
 from topics.envelope import Out
 from topics.names import INPUT_SUFFIXES, TopicNames
@@ -91,9 +92,10 @@ def read_kcat_lines(path: Path, names: TopicNames) -> Iterator[InputRecord]:
 
 @dataclass
 class RecordedDecisions:
-    """Decisions found in the input, by (experience_id, trigger_event_id)."""
+    """Decisions found in the input, by trigger: (device_id, experience_id, trigger_event_id).
+    Never by decision ID, whose formula may differ in an older export."""
 
-    by_trigger: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    by_trigger: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_records(cls, records: Iterable[InputRecord]) -> RecordedDecisions:
@@ -106,7 +108,9 @@ class RecordedDecisions:
             except orjson.JSONDecodeError:
                 continue
             if isinstance(d, dict) and isinstance(d.get("experience_id"), str):
-                found.by_trigger[(d["experience_id"], str(d.get("trigger_event_id")))] = d
+                found.by_trigger[
+                    (str(d.get("device_id")), d["experience_id"], str(d.get("trigger_event_id")))
+                ] = d
         return found
 
 
@@ -116,20 +120,19 @@ class RecordedDecider:
 
     recorded: RecordedDecisions
     missing: list[str] = field(default_factory=list)
+    #: (trigger_event_id, why) of recorded decisions the contract does not allow: the rules decided
+    invalid: list[tuple[str, str]] = field(default_factory=list)
 
     def __call__(self, exp: ExperienceState, trigger: Trigger) -> Verdict:
-        d = self.recorded.by_trigger.get((exp.experience_id, trigger.event_id))
-        if d is None or d.get("decision") not in DECISIONS:
+        d = self.recorded.by_trigger.get((exp.device_id, exp.experience_id, trigger.event_id))
+        if d is None:
             self.missing.append(trigger.event_id)
             return rules.decide(exp, trigger)
-        return Verdict(
-            decision=d["decision"],
-            reason_code=str(d.get("reason_code", "recorded")),
-            rationale=str(d.get("rationale", "")),
-            backend=d.get("backend", "rules")
-            if d.get("backend") in ("rules", "gemini", "fallback")
-            else "rules",
-        )
+        verdict = recorded_verdict(d, exp, trigger)
+        if isinstance(verdict, str):
+            self.invalid.append((trigger.event_id, verdict))
+            return rules.decide(exp, trigger)
+        return verdict
 
 
 @dataclass
@@ -201,6 +204,10 @@ def replay_records(
     if recorded_decider is not None:
         for event_id in recorded_decider.missing:
             divergences.append({"trigger_event_id": event_id, "kind": "no_recorded_decision"})
+        for event_id, why in recorded_decider.invalid:
+            divergences.append(
+                {"trigger_event_id": event_id, "kind": "invalid_recorded_decision", "why": why}
+            )
     summary = build_summary(outs, mode)
     summary["divergences"] = len(divergences)
     return ReplayResult(outs=outs, summary=summary, divergences=divergences, device_states=device_states)
@@ -208,14 +215,14 @@ def replay_records(
 
 def _divergences(recorded: RecordedDecisions, produced: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for d in produced:
-        key = (d["experience_id"], d["trigger_event_id"])
+        key = (d["device_id"], d["experience_id"], d["trigger_event_id"])
         seen.add(key)
         rec = recorded.by_trigger.get(key)
         if rec is None:
             continue
-        for fld in ("decision_id", "decision", "reason_code", "backend", "state_etag", "budget_after"):
+        for fld in ("decision", "reason_code", "backend", "state_etag", "budget_after"):
             if rec.get(fld) != d.get(fld):
                 found.append(
                     {
@@ -229,7 +236,7 @@ def _divergences(recorded: RecordedDecisions, produced: list[dict[str, Any]]) ->
     for key, rec in recorded.by_trigger.items():
         if key not in seen:
             found.append(
-                {"trigger_event_id": key[1], "kind": "not_reproduced", "recorded": rec.get("decision_id")}
+                {"trigger_event_id": key[2], "kind": "not_reproduced", "recorded": rec.get("decision_id")}
             )
     return found
 

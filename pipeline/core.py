@@ -6,9 +6,13 @@ updated in place and handed back; the caller stores them.
 
 Order of checks for an observation (docs/CONTRACTS.md §4.3, steps 5–11; steps 1–4 are the gate's):
 dedup → freshness → debounce → correlation → policy → budget → supervisor. One deliberate
-refinement: the ``cross_device`` part of step 8 is checked as soon as the record is known to be
-fresh (before debounce), so a record correlated to another device's experience is dead-lettered
-even when debounce would have held or swallowed it; nothing else moves.
+refinement: the ``cross_device`` part of step 8 is checked first, so a record correlated to
+another device's experience is always dead-lettered and, like every dead-lettered record (§10),
+changes no state: not the snapshot, not the dedup keys, not the device's clock; nothing else moves.
+
+State stays bounded whatever a device sends (§2 rule 8): per-area debounce states only for the
+active plan's areas, patrolled areas only among the plan's, started steps only for compensable
+catalog operations, and bounded memories of decided and waiting triggers.
 
 Device context v2 (§9) lives in :mod:`pipeline.context_steps`, called from small hooks here: the
 kept snapshot, plan preconditions (an experience may wait, phase ``pending``, for a refresh until a
@@ -27,6 +31,8 @@ from pipeline import context_steps, ids
 from supervisor.presenter import Language, user_question
 from supervisor.verdict import Verdict
 from tables.state import (
+    DECIDED_MEMORY,
+    MAX_PENDING,
     RECENT_PROMOTED,
     Budgets,
     DebounceState,
@@ -37,6 +43,7 @@ from tables.state import (
 )
 from topics.envelope import Out
 from topics.gate import make_dead_letter
+from topics.hostile import Redactor
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import Registry
 
@@ -88,6 +95,9 @@ class Pipeline:
         self.registry = registry
         self.language: Language = language
         self.dedup_window_ms = max(MIN_DEDUP_WINDOW_MS, registry.max_ttl_ms)
+        self.redactor = Redactor(
+            {name for spec in registry.contracts.values() for name in spec.facts}, registry.arg_types
+        )
 
     # ------------------------------------------------------------------------------------------
     # helpers
@@ -158,9 +168,31 @@ class Pipeline:
     # plans (§3)
     # ------------------------------------------------------------------------------------------
     def on_plan(
-        self, dev: DeviceState, exp: ExperienceState | None, plan: ExperiencePlan, received_at_ms: int
+        self,
+        dev: DeviceState,
+        exp: ExperienceState | None,
+        plan: ExperiencePlan,
+        received_at_ms: int,
+        *,
+        owner_of: OwnerOf | None = None,
+        raw: RawRef | None = None,
     ) -> Result:
         res = Result()
+        # §2 rule 9: an experience_id belongs to the first device whose plan used it
+        owner = owner_of(plan.experience_id) if owner_of is not None else None
+        if owner is not None and owner != dev.device_id:
+            self._dead_letter(
+                res,
+                "plans",
+                plan.model_dump(mode="json"),
+                raw,
+                dev.device_id,
+                received_at_ms,
+                event_id=plan.experience_id,
+                detail="experience_id belongs to another device",
+                path="experience_id",
+            )
+            return res
         dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
         known = (exp is not None and exp.experience_id == plan.experience_id) or (
             dev.ended_status(plan.experience_id) is not None
@@ -197,10 +229,22 @@ class Pipeline:
             budgets=budgets,
         )
         dev.active_experience_id = plan.experience_id
+        self._prune_debounce(dev, new)
         res.experience = new
         context_steps.admit_plan(self, dev, new, res, received_at_ms)
-        res.owner = (plan.experience_id, dev.device_id)
+        if owner is None:
+            res.owner = (plan.experience_id, dev.device_id)
         return res
+
+    def _prune_debounce(self, dev: DeviceState, exp: ExperienceState) -> None:
+        """Drop the per-area debounce states of areas outside the new plan (§2 rule 8)."""
+        areas = exp.plan_areas
+        for key in list(dev.debounce):
+            contract, sep, which = key.partition("/")
+            spec = self.registry.contracts.get(contract)
+            per_area = sep and spec is not None and spec.debounce is not None and spec.debounce.per_fact
+            if per_area and which not in areas:
+                del dev.debounce[key]
 
     # ------------------------------------------------------------------------------------------
     # device context v2 (§9): kept per domain, never promoted; a pending plan is evaluated again
@@ -231,6 +275,14 @@ class Pipeline:
         raw: RawRef | None = None,
     ) -> Result:
         res = Result(experience=exp)
+        spec = self.registry.contracts[obs.type]
+        # cross_device (step 8, checked first: a dead-lettered record changes no state, §10)
+        corr = obs.correlation
+        if spec.scope == "scoped" and corr is not None:
+            owner = owner_of(corr.experience_id)
+            if owner is not None and owner != dev.device_id:
+                self._cross_device(dev, res, obs, received_at_ms, raw)
+                return res
         dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
         # 5. deduplication
         if self.is_duplicate(seen_at, received_at_ms):
@@ -240,7 +292,6 @@ class Pipeline:
         # pending debounce changes (and a precondition deadline) passed on the receive-time clock
         context_steps.deadline_due(self, dev, exp, res, received_at_ms)
         self._confirm_due(dev, exp, res, received_at_ms, owner_of, decide)
-        spec = self.registry.contracts[obs.type]
         # 6. freshness
         ttl = spec.default_ttl_ms if obs.ttl_ms is None else min(obs.ttl_ms, spec.default_ttl_ms)
         if obs.observed_at_ms > received_at_ms + MAX_CLOCK_SKEW_MS:
@@ -266,7 +317,6 @@ class Pipeline:
                 dev, res, "stale", obs.event_id, received_at_ms, f"{obs.type} age {age} ms > ttl {ttl} ms"
             )
             return res
-        corr = obs.correlation
         trigger = Trigger(
             event_id=obs.event_id,
             type=obs.type,
@@ -276,12 +326,6 @@ class Pipeline:
             correlation=(corr.experience_id, corr.workflow_id, corr.step_id) if corr else None,
             requires_cloud_decision=obs.requires_cloud_decision,
         )
-        # cross_device (step 8, checked early: see the module docstring)
-        if spec.scope == "scoped" and trigger.correlation is not None:
-            owner = owner_of(trigger.correlation[0])
-            if owner is not None and owner != dev.device_id:
-                self._cross_device(dev, res, obs, received_at_ms, raw, owner)
-                return res
         # confirmation by a later record's observed_at_ms
         self._confirm_due(dev, exp, res, obs.observed_at_ms, owner_of, decide, by_observed=True)
         exp = res.experience
@@ -294,7 +338,14 @@ class Pipeline:
             value = facts.get(debounce.fact)
             key = obs.type
             if debounce.per_fact:
-                key = f"{obs.type}/{facts.get(debounce.per_fact)}"
+                # §2 rule 8: a state per area only for the areas of the active plan
+                which = facts.get(debounce.per_fact)
+                active = self._active(dev, exp)
+                if active is None or which not in active.plan_areas:
+                    why = "no active experience" if active is None else "an area outside the active plan"
+                    self._drop(dev, res, "uncorrelated", obs.event_id, received_at_ms, f"{obs.type}: {why}")
+                    return res
+                key = f"{obs.type}/{which}"
             st = dev.debounce.get(key)
             if st is None:
                 st = DebounceState(stable=debounce.resting)
@@ -330,21 +381,48 @@ class Pipeline:
         obs: Observation,
         received_at_ms: int,
         raw: RawRef | None,
-        owner: str,
     ) -> None:
-        value = raw.value if raw is not None else orjson.dumps(obs.model_dump(mode="json"))
+        self._dead_letter(
+            res,
+            "observations",
+            obs.model_dump(mode="json"),
+            raw,
+            dev.device_id,
+            received_at_ms,
+            event_id=obs.event_id,
+            detail="correlation names an experience of another device",
+            path="correlation.experience_id",
+        )
+
+    def _dead_letter(
+        self,
+        res: Result,
+        kind: str,
+        record: dict[str, Any],
+        raw: RawRef | None,
+        device_id: str,
+        received_at_ms: int,
+        *,
+        event_id: str,
+        detail: str,
+        path: str,
+    ) -> None:
+        """A ``cross_device`` dead letter of an admitted record (its redacted copy, §10)."""
+        value = raw.value if raw is not None else orjson.dumps(record)
         letter = make_dead_letter(
             "cross_device",
             value,
             source_topic=raw.source_topic if raw else "",
             partition=raw.partition if raw else 0,
             offset=raw.offset if raw else 0,
-            key=dev.device_id,
+            key=device_id,
             received_at_ms=received_at_ms,
-            event_id=obs.event_id,
-            detail="correlation names an experience of another device",
+            event_id=event_id,
+            detail=detail,
+            offending_paths=(path,),
+            payload=self.redactor.payload(kind, record),
         )
-        res.outs.append(Out("deadletter", dev.device_id, letter.model_dump(mode="json")))
+        res.outs.append(Out("deadletter", device_id, letter.model_dump(mode="json")))
 
     # -- debounce confirmation -----------------------------------------------------------------
     def _confirm(
@@ -473,6 +551,17 @@ class Pipeline:
                 f"{trigger.type}: {exp.budgets.max_decisions} decisions already taken",
             )
             return
+        if decide is None and len(exp.pending) >= MAX_PENDING:
+            # §2 rule 8: the queue of an asynchronous backend is bounded too
+            self._drop(
+                dev,
+                res,
+                "budget_exhausted",
+                trigger.event_id,
+                at_ms,
+                f"{trigger.type}: {MAX_PENDING} triggers already wait for a decision",
+            )
+            return
         # 11. supervisor
         self._observe(dev, exp, res, trigger, at_ms)
         exp.recent.append(trigger)
@@ -550,7 +639,7 @@ class Pipeline:
         decided_on_etag: int,
         at_ms: int,
     ) -> None:
-        dec_id = ids.decision_id(exp.experience_id, trigger.event_id)
+        dec_id = ids.decision_id(dev.device_id, exp.experience_id, trigger.event_id)
         exp.pending = [t for t in exp.pending if t.event_id != trigger.event_id]
         if trigger.event_id in exp.decided:
             return
@@ -580,6 +669,8 @@ class Pipeline:
         elif verdict.decision == "replan":
             budgets.cloud_replan = max(0, budgets.cloud_replan - 1)
         exp.decided.append(trigger.event_id)
+        if len(exp.decided) > DECIDED_MEMORY:
+            del exp.decided[: len(exp.decided) - DECIDED_MEMORY]
         decided_etag = exp.state_etag
         decision = {
             "decision_id": dec_id,
@@ -648,8 +739,7 @@ class Pipeline:
         if kind == "abort":
             reqs = []
             for capability, operation in exp.started_steps:
-                cap = self.registry.capabilities.get(capability)
-                comp = cap.compensation.get(operation) if cap else None
+                comp = self._compensation(capability, operation)
                 if comp is None:
                     continue
                 if (capability, operation) == ("security_patrol", "start") and not self._security_running(
@@ -685,9 +775,29 @@ class Pipeline:
             return reqs, None
         return [], None
 
+    def _compensation(self, capability: str, operation: str) -> str | None:
+        """The catalog's compensation of a started operation (``security_patrol.start`` ->
+        ``stop``), or None."""
+        cap = self.registry.capabilities.get(capability)
+        return cap.compensation.get(operation) if cap is not None else None
+
+    def safety_actions(self, exp: ExperienceState) -> set[str]:
+        """§7: the compensation of every step the device reported started (any capability, even
+        one outside ``allowed_action_contracts`` or ``NO_GO``) and ``movement.return_to_station``:
+        never refused."""
+        names = {"movement.return_to_station"}
+        if exp.security_started:
+            names.add("security_patrol.stop")
+        for capability, operation in exp.started_steps:
+            comp = self._compensation(capability, operation)
+            if comp is not None:
+                names.add(f"{capability}.{comp}")
+        return names
+
     def check_requests(self, exp: ExperienceState, requests: list[dict[str, Any]]) -> str | None:
         """Why a dispatch may not be published (catalog, allowed_action_contracts), or None."""
         allowed = set(exp.plan.get("allowed_action_contracts") or ())
+        safe = self.safety_actions(exp)
         step_ids = {r.get("step_id") for r in requests}
         cameras = 0
         for r in requests:
@@ -695,7 +805,9 @@ class Pipeline:
             cap = self.registry.capabilities.get(str(capability))
             if cap is None or operation not in cap.operations:
                 return f"{capability}.{operation} is not in the capability catalog"
-            if cap.exposure == "NO_GO":
+            name = f"{capability}.{operation}"
+            safety = name in safe
+            if cap.exposure == "NO_GO" and not safety:
                 return f"{capability} is never exposed to a planner"
             missing = [a for a in cap.operations[str(operation)] if a not in (r.get("args") or {})]
             if missing:
@@ -703,10 +815,6 @@ class Pipeline:
             for dep in r.get("depends_on") or ():
                 if dep not in step_ids:
                     return f"{r.get('step_id')} depends on unknown step {dep}"
-            name = f"{capability}.{operation}"
-            safety = name == "movement.return_to_station" or (
-                name == "security_patrol.stop" and exp.security_started
-            )
             if name not in allowed and not safety:
                 return f"{name} is outside allowed_action_contracts"
             if "camera" in cap.resources and operation == "start":
@@ -830,7 +938,7 @@ class Pipeline:
             dev,
             exp,
             res,
-            dispatch_id=ids.local_dispatch_id(trigger.event_id),
+            dispatch_id=ids.local_dispatch_id(dev.device_id, trigger.event_id),
             decision_id=None,
             trigger_event_id=trigger.event_id,
             requests=[_req(f"local_{operation}_security", "security_patrol", operation)],
@@ -883,9 +991,12 @@ class Pipeline:
         if exp is None or event.experience_id != exp.experience_id:
             return res
         step = (event.capability, event.operation)
-        if event.status in ("started", "progress", "paused", "resumed", "completed") and (
-            step not in exp.started_steps
+        if (
+            event.status in ("started", "progress", "paused", "resumed", "completed")
+            and step not in exp.started_steps
+            and self._compensation(*step) is not None
         ):
+            # §2 rule 8: tracked per compensable catalog operation, never per event or step ID
             exp.started_steps.append(step)
         evidence = event.evidence
         if evidence is not None and evidence.kind == "physical" and evidence.signal:
@@ -932,7 +1043,7 @@ class Pipeline:
             exp.docked = True
         elif signal == "security.area_patrolled" and area_id:
             exp.current_area = area_id
-            if area_id not in exp.patrolled:
+            if area_id not in exp.patrolled and area_id in exp.plan_areas:
                 exp.patrolled.append(area_id)
         if signal not in exp.evidence:
             exp.evidence.append(signal)

@@ -129,7 +129,7 @@ class Processor:
             offset=offset,
             received_at_ms=received_at_ms,
         )
-        key_str = key.decode("utf-8", "replace") if key is not None else ""
+        key_str = key.decode("utf-8", "replace") if key is not None else None
         if not isinstance(verdict, Admitted):
             letter = verdict.dead_letter.model_dump(mode="json")
             return Processed([Out("deadletter", key_str, letter)], [], None)
@@ -174,7 +174,14 @@ class Processor:
                 decide=self.decide,
             )
         elif isinstance(record, ExperiencePlan):
-            res = self.pipeline.on_plan(dev, exp, record, received_at_ms)
+            res = self.pipeline.on_plan(
+                dev,
+                exp,
+                record,
+                received_at_ms,
+                owner_of=store.owner_of,
+                raw=RawRef(source_topic, partition, offset, value or b""),
+            )
             if res.owner is not None:
                 store.put_owner(*res.owner)
         else:

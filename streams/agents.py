@@ -132,7 +132,8 @@ class PipelineShell:
     def emit(self, outs: list[Out]) -> None:
         send = self.store.writes.send
         for out in outs:
-            send(self.out_topics[out.kind], out.key.encode(), orjson.dumps(out.value))
+            key = out.key.encode() if out.key is not None else None
+            send(self.out_topics[out.kind], key, orjson.dumps(out.value))
 
     async def receive(self, message: Any) -> None:
         """A message from faust's conductor (input topics and ``control``): into the inbox; waits

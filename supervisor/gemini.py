@@ -46,6 +46,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from guardian.settings import Settings, SettingsError
 from supervisor import rules
+from supervisor.checks import rationale_problem
 from supervisor.context import build_context
 from supervisor.verdict import RATIONALE_MAX, Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
@@ -262,6 +263,9 @@ def verdict_from_answer(
             return requests
         steps = tuple(requests)
     rationale = " ".join(answer.rationale.split())[:RATIONALE_MAX] or f"{decision} (model)"
+    problem = rationale_problem(rationale)
+    if problem is not None:
+        return problem
     return Verdict(
         decision,
         answer.reason_code,

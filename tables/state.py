@@ -31,6 +31,11 @@ ENDED_MEMORY = 32
 #: How many recent promoted observations an experience keeps for the supervisor's context
 #: (docs/CONTRACTS.md §6.1).
 RECENT_PROMOTED = 6
+#: How many decided trigger IDs an experience remembers (a decision arriving again is ignored;
+#: the dedup memory already stops a trigger from being promoted twice).
+DECIDED_MEMORY = 64
+#: How many promoted triggers may wait for an asynchronous decision at once (more: budget_exhausted).
+MAX_PENDING = 32
 
 
 @dataclass(slots=True)
@@ -248,6 +253,12 @@ class ExperienceState:
     @property
     def winding_down(self) -> bool:
         return self.phase == "winding_down"
+
+    @property
+    def plan_areas(self) -> list[str]:
+        """The areas of the plan (a replan may drop some from ``areas``, never add one)."""
+        areas: list[str] = self.plan.get("areas") or []
+        return areas
 
     def remaining_areas(self) -> list[str]:
         done = set(self.patrolled)

@@ -32,7 +32,7 @@ class PendingWrites:
         #: name -> faust table (its ``data`` is faust's RocksDB store, ``changelog_topic`` its topic)
         self.tables = tables
         self._puts: dict[tuple[str, int], dict[bytes, bytes | None]] = {}
-        self._outs: list[tuple[str, bytes, bytes]] = []
+        self._outs: list[tuple[str, bytes | None, bytes]] = []
         self._partitions: dict[str, list[int]] = {}
         self._lock = asyncio.Lock()
 
@@ -78,8 +78,9 @@ class PendingWrites:
         """Forget everything not flushed yet."""
         self._puts, self._outs = {}, []
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
-        """An output record, partitioned by key like Kafka's default partitioner."""
+    def send(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """An output record, partitioned by key like Kafka's default partitioner (a null key:
+        partition 0, so a re-sent dead letter lands where its first copy did)."""
         self._outs.append((topic, key, value))
 
     async def flush(self, producer: Any) -> list[asyncio.Future[Any]]:
@@ -102,13 +103,14 @@ class PendingWrites:
                 topic = collection.changelog_topic.get_topic_name()
                 persist = _persister(collection.data, topic, partition)
                 futures += await _send(producer, topic, partition, list(kv.items()), persist)
-            by_tp: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
-            for topic, key, value in outs:
+            by_tp: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
+            for topic, out_key, value in outs:
                 partitions = self._partitions.get(topic)
                 if partitions is None:
                     partitions = self._partitions[topic] = sorted(await producer.partitions_for(topic))
-                partition = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
-                by_tp.setdefault((topic, partition), []).append((key, value))
+                hashed = murmur2(out_key) & 0x7FFFFFFF if out_key is not None else 0
+                partition = partitions[hashed % len(partitions)]
+                by_tp.setdefault((topic, partition), []).append((out_key, value))
             for (topic, partition), records in by_tp.items():
                 futures += await _send(producer, topic, partition, records, None)
             return futures
@@ -129,7 +131,7 @@ async def _send(
     producer: Any,
     topic: str,
     partition: int,
-    records: list[tuple[bytes, bytes | None]],
+    records: list[tuple[bytes | None, bytes | None]],
     on_delivered: Callable[[int], None] | None,
 ) -> list[asyncio.Future[Any]]:
     """``records`` to one topic-partition in as few batches as fit the producer's batch size."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from topics.hostile import safe_path
 from topics.records import ID_PATTERN, MAX_FACT_STR_LEN, DomainEnvelope
 
 KeyType = Literal["enum", "str", "id", "bool", "int", "number", "area_list"]
@@ -199,15 +200,16 @@ def key_spec(path: str) -> KeySpec | None:
 
 
 def data_problems(domain: str, data: Mapping[str, Any]) -> list[str]:
-    """The paths (``domains.<d>.data.<key>``) of unlisted keys and bad values in ``data``."""
+    """The paths (``domains.<d>.data.<key>``) of unlisted keys and bad values in ``data``; a key
+    that is not an identifier is named by its hash (§10)."""
     spec = DOMAIN_TABLE.get(domain)
     if spec is None:
-        return [f"domains.{domain}"]
+        return [safe_path(("domains", domain))]
     bad: list[str] = []
     for key, value in data.items():
         kspec = spec.keys.get(key)
         if kspec is None or not kspec.allows(value):
-            bad.append(f"domains.{domain}.data.{key}")
+            bad.append(safe_path(("domains", domain, "data", key)))
     return bad
 
 

@@ -13,7 +13,8 @@ class Out:
     """One output record: its topic kind (decisions, dispatch, timeline, deadletter), key and value."""
 
     kind: OutKind
-    key: str
+    #: the Kafka key (None: a dead letter of a record whose key was null)
+    key: str | None
     value: dict[str, Any]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
@@ -24,8 +25,19 @@ from pydantic import BaseModel, ValidationError
 
 from topics.conditions import condition_problems
 from topics.context import data_problems
+from topics.hostile import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_DEPTH,
+    Redactor,
+    exact_scan,
+    is_forbidden_key,
+    needs_exact_scan,
+    safe_key,
+    safe_path,
+    shape_of,
+)
 from topics.records import (
-    FORBIDDEN_KEYS,
     ID_PATTERN,
     MAX_RECORD_BYTES,
     Correlation,
@@ -45,6 +57,9 @@ GATE_KINDS: tuple[str, ...] = get_args(GateKind)
 PAYLOAD_REASONS: frozenset[str] = frozenset(
     {"schema_invalid", "key_mismatch", "unknown_contract", "cross_device", "plan_invalid"}
 )
+
+#: The most areas a plan may name (as many as a device's map may hold, §9.1).
+MAX_PLAN_AREAS = 64
 
 _ID_RE = re.compile(ID_PATTERN)
 _ID_FULLMATCH = _ID_RE.fullmatch
@@ -134,7 +149,7 @@ class _ContractCheck:
         return cls(
             facts=spec.facts,
             allowed=frozenset(spec.facts),
-            safe_allowed=frozenset(k for k in spec.facts if k.casefold() not in FORBIDDEN_KEYS),
+            safe_allowed=frozenset(k for k in spec.facts if not is_forbidden_key(k)),
             required=spec.required,
             required_all=frozenset(g[0] for g in spec.required if len(g) == 1),
             any_of=tuple(frozenset(g) for g in spec.required if len(g) > 1),
@@ -184,15 +199,16 @@ def make_dead_letter(
     event_id: str | None,
     detail: str,
     offending_paths: Iterable[str] = (),
+    payload: str | None = None,
 ) -> DeadLetter:
     """The §10 dead letter of ``raw`` (the original record value).
 
-    The payload is copied (as text, cut at 16 KiB) only for the reasons where nothing in it can
-    be sensitive; an ``event_id`` that is not a valid ID is left out. ``detail`` must name key
-    paths only, never values."""
-    payload: str | None = None
-    if reason_code in PAYLOAD_REASONS:
-        payload = raw[:MAX_RECORD_BYTES].decode("utf-8", "ignore")
+    ``payload`` is the redacted copy of the parsed record (:class:`topics.hostile.Redactor`), kept
+    only for the reasons that carry one: the raw bytes are never copied. An ``event_id`` that is
+    not a valid ID is left out. ``detail`` and ``offending_paths`` must name keys by
+    :func:`topics.hostile.safe_key` only, never values."""
+    if reason_code not in PAYLOAD_REASONS:
+        payload = None
     if event_id is not None and _ID_RE.fullmatch(event_id) is None:
         event_id = None
     paths = tuple(_cut(p, _MAX_PATH_LEN) for p in offending_paths)[:_MAX_PATHS]
@@ -218,19 +234,20 @@ def make_dead_letter(
 
 
 def forbidden_key_paths(obj: Mapping[str, Any] | Sequence[Any]) -> list[str]:
-    """Dotted paths (list indexes as numbers) of every §4.2 forbidden key in ``obj``, at any
-    depth, compared case-insensitively. Iterative: no recursion limit on deep documents."""
+    """Dotted paths (list indexes as numbers, keys as :func:`~topics.hostile.safe_key`) of every
+    §4.2 forbidden key in ``obj``, at any depth, compared after NFKC, case folding and removing
+    zero-width characters. Iterative: no recursion limit on deep documents."""
     found: list[str] = []
     stack: list[tuple[Any, str]] = [(obj, "")]
     while stack:
         node, prefix = stack.pop()
         if type(node) is dict:
             for k, v in node.items():
-                if k.casefold() in FORBIDDEN_KEYS:
-                    found.append(prefix + k)
+                if is_forbidden_key(k):
+                    found.append(prefix + safe_key(k))
                 tv = type(v)
                 if (tv is dict and v) or (tv is list and v):
-                    stack.append((v, prefix + k + "."))
+                    stack.append((v, prefix + safe_key(k) + "."))
         else:
             for i, v in enumerate(node):
                 tv = type(v)
@@ -247,7 +264,7 @@ def _is_id(value: object) -> bool:
 def _validation_paths(exc: ValidationError) -> list[str]:
     paths: list[str] = []
     for err in exc.errors(include_url=False, include_input=False, include_context=False):
-        path = ".".join(str(p) for p in err["loc"]) or "(record)"
+        path = safe_path(err["loc"]) or "(record)"
         if path not in paths:
             paths.append(path)
     return paths
@@ -256,7 +273,7 @@ def _validation_paths(exc: ValidationError) -> list[str]:
 def _validation_detail(exc: ValidationError) -> str:
     parts: list[str] = []
     for err in exc.errors(include_url=False, include_input=False, include_context=False)[:8]:
-        path = ".".join(str(p) for p in err["loc"]) or "(record)"
+        path = safe_path(err["loc"]) or "(record)"
         parts.append(f"{err['type']} at {_cut(path, 100)}")
     return "schema: " + "; ".join(parts)
 
@@ -284,6 +301,9 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
     areas = set(plan.areas)
     if len(areas) != len(plan.areas):
         problems.append(("areas", "duplicate area"))
+    if len(plan.areas) > MAX_PLAN_AREAS:
+        # a home's map has at most 64 areas (§9.1); per-area state stays bounded (§2 rule 8)
+        problems.append(("areas", f"more than {MAX_PLAN_AREAS} areas"))
     step_ids: set[str] = set()
     for i, step in enumerate(plan.steps):
         if step.step_id in step_ids:
@@ -351,10 +371,42 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
     if plan.area_names is not None:
         for area in plan.area_names:
             if area not in areas:
-                problems.append((f"area_names.{area}", "names an area not in the plan's areas"))
+                problems.append((f"area_names.{safe_key(area)}", "names an area not in the plan's areas"))
+    for path in _unprintable(plan):
+        problems.append((path, "not printable text (a control or bidirectional character)"))
     if plan.preconditions is not None:
         problems.extend(("preconditions", p) for p in condition_problems(plan.preconditions))
     return problems
+
+
+#: Bidirectional formatting characters (embeddings, overrides, isolates and marks).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str) -> bool:
+    """Text without control characters (Unicode ``Cc``) or bidirectional formatting characters
+    (§2 rule 10)."""
+    if text.isascii():
+        return text.isprintable()
+    return not any(unicodedata.category(c) == "Cc" or c in _BIDI for c in text)
+
+
+def _unprintable(plan: ExperiencePlan) -> list[str]:
+    """The paths of the plan's strings (keys included) that are not :func:`printable`."""
+    found: list[str] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(plan.model_dump(mode="json"), ())]
+    while stack:
+        node, where = stack.pop()
+        if type(node) is dict:
+            for k, v in node.items():
+                if not printable(k):
+                    found.append(safe_path((*where, k)))
+                stack.append((v, (*where, k)))
+        elif type(node) is list:
+            stack.extend((v, (*where, i)) for i, v in enumerate(node))
+        elif type(node) is str and not printable(node):
+            found.append(safe_path(where))
+    return sorted(found)
 
 
 def context_data_problems(ctx: DeviceContext) -> list[str]:
@@ -416,7 +468,9 @@ class Gate:
         for spec in registry.contracts.values():
             candidates.update(spec.facts)
         #: Keys that are certainly not forbidden (exact spelling): skipped by the fast check.
-        self._safe_keys = frozenset(k for k in candidates if k.casefold() not in FORBIDDEN_KEYS)
+        self._safe_keys = frozenset(k for k in candidates if not is_forbidden_key(k))
+        facts = {name for spec in registry.contracts.values() for name in spec.facts}
+        self.redactor = Redactor(facts, registry.arg_types)
 
     @property
     def registry(self) -> Registry:
@@ -447,18 +501,20 @@ class Gate:
                 obj = None
                 raise _Reject("not_json", "not a JSON object")
             if kind == "observations":
-                record: Observation | TaskEvent | ExperiencePlan | DeviceContext = self._observation(obj, key)
+                record: Observation | TaskEvent | ExperiencePlan | DeviceContext = self._observation(
+                    obj, key, raw
+                )
             elif kind == "task-events":
-                record = self._generic(TaskEvent, obj, key)
+                record = self._generic(TaskEvent, obj, key, raw)
             elif kind == "plans":
-                plan = self._generic(ExperiencePlan, obj, key)
+                plan = self._generic(ExperiencePlan, obj, key, raw)
                 problems = plan_problems(plan, self._registry)
                 if problems:
                     detail = "plan: " + "; ".join(f"{_cut(p, 80)}: {msg}" for p, msg in problems[:6])
                     raise _Reject("plan_invalid", detail, [p for p, _ in problems])
                 record = plan
             elif kind == "device-context":
-                context: DeviceContext = self._generic(DeviceContext, obj, key)
+                context: DeviceContext = self._generic(DeviceContext, obj, key, raw)
                 bad = context_data_problems(context)
                 if bad:
                     raise _Reject(
@@ -482,6 +538,7 @@ class Gate:
                 event_id=event_id,
                 detail=rej.detail,
                 offending_paths=rej.paths,
+                payload=self.redactor.payload(kind, obj) if rej.reason in PAYLOAD_REASONS else None,
             )
             return Rejected(dead_letter=dl, event_id=dl.event_id)
         return Admitted(record=record, size=len(raw))
@@ -508,7 +565,9 @@ class Gate:
         model: type[TaskEvent] | type[ExperiencePlan] | type[DeviceContext],
         obj: dict[str, Any],
         key: Any,
+        raw: bytes,
     ) -> Any:
+        self._hostile(obj, raw)
         paths = forbidden_key_paths(obj)
         if paths:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
@@ -520,9 +579,43 @@ class Gate:
             raise _Reject("key_mismatch", "device_id differs from the record key", ["device_id"])
         return record
 
-    def _observation(self, obj: dict[str, Any], key: Any) -> Observation:
+    def _observation(self, obj: dict[str, Any], key: Any, raw: bytes) -> Observation:
         fast = self._fast_observation(obj, key)
-        return fast if fast is not None else self._checked_observation(obj, key)
+        if fast is None:
+            self._hostile(obj, raw)
+            return self._checked_observation(obj, key)
+        # flat by construction: the top level, the facts and the correlation hold every key
+        keys = len(obj) + len(fast.facts) + (3 if fast.correlation is not None else 0)
+        if raw.count(b":") != keys:
+            # IDs may hold colons: count them too (the keys of the fast path hold none)
+            corr = obj.get("correlation")
+            strings = [*obj.values(), *fast.facts.values(), *(corr.values() if corr else ())]
+            colons = sum(v.count(":") for v in strings if type(v) is str)
+            if needs_exact_scan(raw, keys, colons) and exact_scan(raw) == "duplicate_key":
+                raise _Reject("not_json", "a key is repeated within one object")
+        return fast
+
+    @staticmethod
+    def _hostile(obj: dict[str, Any], raw: bytes) -> None:
+        """§2 rule 7: a repeated key is ``not_json``; nesting deeper than 16 levels or an integer
+        outside the signed 64-bit range is ``schema_invalid`` (after the privacy check: a
+        forbidden key in such a record is a ``privacy_violation``)."""
+        shape = shape_of(obj)
+        found = None
+        if shape.depth <= MAX_DEPTH and (shape.big_number or needs_exact_scan(raw, shape.keys, shape.colons)):
+            found = exact_scan(raw)
+            if found == "duplicate_key":
+                raise _Reject("not_json", "a key is repeated within one object")
+        if shape.depth > MAX_DEPTH or found == "too_deep":
+            detail = f"nesting deeper than {MAX_DEPTH} levels"
+        elif found == "big_int":
+            detail = "an integer outside the signed 64-bit range"
+        else:
+            return
+        paths = forbidden_key_paths(obj)
+        if paths:
+            raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
+        raise _Reject("schema_invalid", detail)
 
     def _fast_observation(self, obj: dict[str, Any], key: Any) -> Observation | None:
         """The common case in one pass: an observation whose every top-level field is known and
@@ -552,11 +645,11 @@ class Gate:
             and type(source) is str
             and 0 < len(source) <= 256
             and type(observed_at_ms) is int
-            and observed_at_ms >= 0
+            and 0 <= observed_at_ms <= INT64_MAX
             and type(freshness_ms) is int
-            and freshness_ms >= 0
+            and 0 <= freshness_ms <= INT64_MAX
             and type(facts) is dict
-            and (ttl is None or (type(ttl) is int and ttl >= 0))
+            and (ttl is None or (type(ttl) is int and 0 <= ttl <= INT64_MAX))
             and type(rcd) is bool
         ):
             return None
@@ -603,7 +696,7 @@ class Gate:
             if enum is not None and type(v) is str:
                 if v not in enum:
                     return None
-            elif not spec.allows(v):
+            elif not spec.allows(v) or (type(v) is int and not INT64_MIN <= v <= INT64_MAX):
                 return None
         return _observation(
             obj, event_id, device_id, ctype, source, observed_at_ms, freshness_ms, ttl, conf, rcd,
@@ -707,7 +800,7 @@ class Gate:
                     valid = False
                     break
         if not valid:
-            invalid = [f"facts.{k}" for k, v in facts.items() if not specs[k].allows(v)]
+            invalid = [f"facts.{safe_key(k)}" for k, v in facts.items() if not specs[k].allows(v)]
             for group in check.required:
                 if not any(name in facts for name in group):
                     invalid.extend(f"facts.{name}" for name in group)
@@ -733,7 +826,7 @@ class Gate:
             if type(node) is dict:
                 if not node.keys() <= safe:
                     for k in node.keys() - safe:
-                        if k.casefold() in FORBIDDEN_KEYS:
+                        if is_forbidden_key(k):
                             return False
                 for v in node.values():
                     tv = type(v)
@@ -758,7 +851,11 @@ class Gate:
             parts.append("privacy_class is not semantic_only")
             paths.append("privacy_class")
         if check is not None and type(facts) is dict:
-            outside = [f"facts.{k}" for k in facts if k not in check.allowed and f"facts.{k}" not in paths]
+            outside = [
+                f"facts.{safe_key(k)}"
+                for k in facts
+                if k not in check.allowed and f"facts.{safe_key(k)}" not in paths
+            ]
             if outside:
                 parts.append(f"fact not in the {ctype} allowlist at " + _paths_text(outside))
                 paths.extend(outside)
@@ -767,7 +864,7 @@ class Gate:
 
 def _observation_schema_paths(obj: dict[str, Any]) -> list[str]:
     """The paths of every schema problem of an observation (the slow path of the gate)."""
-    bad = sorted(k for k in obj if k not in _OBS_FIELDS)
+    bad = sorted(safe_key(k) for k in obj if k not in _OBS_FIELDS)
     bad.extend(name for name in _OBS_REQUIRED if name not in obj)
 
     def check(name: str, ok: bool) -> None:
@@ -792,7 +889,7 @@ def _observation_schema_paths(obj: dict[str, Any]) -> list[str]:
     check("facts", type(get("facts")) is dict)
     if type(corr) is dict:
         bad.extend(f"correlation.{k}" for k in _CORRELATION_FIELDS if not _is_id(corr.get(k)))
-        bad.extend(f"correlation.{k}" for k in corr if k not in _CORRELATION_SET)
+        bad.extend(f"correlation.{safe_key(k)}" for k in corr if k not in _CORRELATION_SET)
     else:
         check("correlation", corr is None)
     return bad or ["(record)"]

@@ -197,6 +197,19 @@ async def test_a_good_answer_becomes_the_decision(
             "ask_user",
             "invalid",
         ),
+        # a rationale that quotes a private key or hides a bidirectional override
+        (
+            [model_text('{"decision": "continue", "reason_code": "ok", "rationale": "The PIN is 4821"}')],
+            1,
+            "ask_user",
+            "names a key outside the allowlist",
+        ),
+        (
+            [model_text('{"decision": "continue", "reason_code": "ok", "rationale": "ok \\u202e"}')],
+            1,
+            "ask_user",
+            "bidirectional",
+        ),
         # a 200 whose body is not JSON at all
         ([Reply(body=b"<html>oops</html>")], 1, "ask_user", "not JSON"),
         ([Reply(body=b'{"candidates": "nope"}')], 1, "ask_user", "answer is empty"),
