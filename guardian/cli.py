@@ -92,10 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser("replay", help="replay exported topics through the pipeline, offline")
     _common(replay)
-    replay.add_argument("files", nargs="+")
+    replay.add_argument("files", nargs="+", help="kcat -C -J files ('-' for stdin; .gz or plain)")
     replay.add_argument("--out", required=True)
     replay.add_argument("--decisions", choices=["recorded", "rules", "model"], default=None)
     replay.add_argument("--language", choices=["ko", "en"], default=None)
+    replay.add_argument(
+        "--jobs", type=int, default=1, help="processes, each replaying a share of the devices (default 1)"
+    )
 
     export = sub.add_parser("export", help="write topic contents in the kcat -J format")
     _common(export)

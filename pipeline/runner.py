@@ -7,6 +7,7 @@ touches besides its arguments, and it does no I/O of its own in replay.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,7 +58,8 @@ class MemoryStore:
 
     devices: dict[str, DeviceState] = field(default_factory=dict)
     experiences: dict[str, ExperienceState] = field(default_factory=dict)
-    seen: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    #: dedup memory, oldest sighting first (so keys past the window can be forgotten cheaply)
+    seen: OrderedDict[tuple[str, str], tuple[int, str]] = field(default_factory=OrderedDict)
     owners: dict[str, str] = field(default_factory=dict)
 
     def applied_outputs(self, device_id: str, coords: Coords) -> list[Out] | None:
@@ -82,7 +84,23 @@ class MemoryStore:
         return self.seen.get((device_id, event_id))
 
     def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
-        self.seen[(device_id, event_id)] = (received_at_ms, str(coords))
+        key = (device_id, event_id)
+        self.seen[key] = (received_at_ms, str(coords))
+        self.seen.move_to_end(key)
+
+    def forget_seen_before(self, cutoff_ms: int) -> int:
+        """Forget dedup keys first seen before ``cutoff_ms`` (now minus the dedup window: such a key
+        can no longer make a record a duplicate); how many. Assumes sightings are put in time order,
+        as replay does."""
+        seen = self.seen
+        n = 0
+        while seen:
+            key, (at_ms, _) = next(iter(seen.items()))
+            if at_ms >= cutoff_ms:
+                break
+            del seen[key]
+            n += 1
+        return n
 
     def owner_of(self, experience_id: str) -> str | None:
         return self.owners.get(experience_id)
