@@ -115,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--only",
         default=None,
-        help="comma-separated parts: pipeline,latency,passthrough,faust,broker,core,gate (default: all)",
+        help=(
+            "comma-separated parts: pipeline,latency,passthrough,faust,broker,core,gate,replay (default: all)"
+        ),
     )
     bench.add_argument("--devices", type=int, default=None, help="devices of the fleet (default 10000)")
     bench.add_argument("--records", type=int, default=None, help="observations in the throughput run")
