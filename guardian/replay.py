@@ -167,9 +167,8 @@ def _lines(
                     raise ReplayInputError(f"{name}:{lineno}: 'key' must be a string or null")
                 if payload is not None and type(payload) is not str:
                     raise ReplayInputError(f"{name}:{lineno}: 'payload' must be a string or null")
-                if topic in known:
-                    hit = known[topic]
-                else:
+                hit = known.get(topic)
+                if hit is None and topic not in known:
                     suffix = names.suffix_of(topic)
                     hit = (suffix, topic) if suffix is not None else None
                     if len(known) < 1000:
@@ -623,8 +622,11 @@ class _Spool:
     def add_file(self, name: str) -> None:
         jobs = len(self.jobs)
         seq = self.seq
+        tie_of = _TIE_ORDER.get
+        single = self.jobs[0] if jobs == 1 else None
+        limit = self.chunk_bytes
         for suffix, topic, partition, offset, ts, key, value in _lines(name, self.names):
-            tie = _TIE_ORDER.get(suffix)
+            tie = tie_of(suffix)
             if tie is None:
                 if suffix == "decisions":
                     rec = InputRecord(suffix, topic, partition, offset, ts, key, value)
@@ -632,25 +634,39 @@ class _Spool:
                     self.has_decisions = self.has_decisions or _is_recorded_decision(value)
                 continue
             seq += 1
-            self.records += 1
+            row = (ts, tie, partition, offset, seq, suffix, topic, key, value, True)
+            size = _RECORD_OVERHEAD + (len(value) if value is not None else 0)
+            if single is not None:  # one job: the common case, inlined
+                single.chunk.append(row)
+                single.chunk_bytes += size
+                if single.chunk_bytes >= limit:
+                    self._spill(0)
+                continue
             j = job_of(key, jobs)
-            self._add(j, (ts, tie, partition, offset, seq, suffix, topic, key, value, True))
-            if tie == 0 and jobs > 1:
+            self._add(j, row, size)
+            if tie == 0:  # a plan: every other job keeps its claim on the experience ID
+                foreign = (ts, tie, partition, offset, seq, suffix, topic, key, value, False)
                 for other in range(jobs):
                     if other != j:
-                        self._add(other, (ts, tie, partition, offset, seq, suffix, topic, key, value, False))
+                        self._add(other, foreign, size)
+        self.records += seq - self.seq
         self.seq = seq
 
-    def _add(self, j: int, row: Row) -> None:
+    def _add(self, j: int, row: Row, size: int) -> None:
         share = self.jobs[j]
         share.chunk.append(row)
-        share.chunk_bytes += _RECORD_OVERHEAD + (len(row[8]) if row[8] is not None else 0)
+        share.chunk_bytes += size
         if share.chunk_bytes >= self.chunk_bytes:
-            share.chunk.sort()
-            self._runs += 1
-            share.runs.append(_write_run(share.chunk, self.tmp / f"run-{j}-{self._runs}"))
-            share.chunk = []
-            share.chunk_bytes = 0
+            self._spill(j)
+
+    def _spill(self, j: int) -> None:
+        """Sort job ``j``'s chunk into a run file."""
+        share = self.jobs[j]
+        share.chunk.sort()
+        self._runs += 1
+        share.runs.append(_write_run(share.chunk, self.tmp / f"run-{j}-{self._runs}"))
+        share.chunk = []
+        share.chunk_bytes = 0
 
 
 @dataclass

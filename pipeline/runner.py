@@ -147,8 +147,8 @@ class Processor:
             offset=offset,
             received_at_ms=received_at_ms,
         )
-        key_str = key.decode("utf-8", "replace") if key is not None else ""
         if not isinstance(verdict, Admitted):
+            key_str = key.decode("utf-8", "replace") if key is not None else ""
             letter = verdict.dead_letter.model_dump(mode="json")
             return Processed([Out("deadletter", key_str, letter)], [], None)
         record = verdict.record
