@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections import OrderedDict
 from typing import Any
 
 from bench.timing import pct
@@ -78,9 +77,7 @@ def _admit(proc: Processor, topic: str, offset: int, rec: Any) -> Any:
 
 
 def _copy(store: MemoryStore) -> MemoryStore:
-    return MemoryStore(
-        dict(store.devices), dict(store.experiences), OrderedDict(store.seen), dict(store.owners)
-    )
+    return MemoryStore(dict(store.devices), dict(store.experiences), dict(store.seen), dict(store.owners))
 
 
 def _timed(proc: Processor, store: MemoryStore, recs: list[Any], topic: str, batch: int) -> dict[str, float]:

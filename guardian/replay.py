@@ -47,7 +47,7 @@ import orjson
 
 from guardian.settings import Settings
 from pipeline.core import Decider, Pipeline
-from pipeline.runner import MemoryStore, Processor
+from pipeline.runner import Processor, ReplayStore
 from supervisor import rules
 from supervisor.verdict import DECISIONS, Verdict
 from tables.state import ExperienceState, Trigger
@@ -379,7 +379,7 @@ class ReplayEngine:
     def __init__(self, settings: Settings, decider: Decider, emit: Callable[[Out], None]) -> None:
         registry = load_registry(settings.contracts_file, settings.capabilities_file)
         self.processor = Processor(registry, Pipeline(registry, language=settings.language), decider)
-        self.store = MemoryStore()
+        self.store = ReplayStore()
         self.emit = emit
         self.records = 0
         #: (experience_id, device_id) claims by other jobs' plans already in the index

@@ -7,7 +7,7 @@ touches besides its arguments, and it does no I/O of its own in replay.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -58,8 +58,7 @@ class MemoryStore:
 
     devices: dict[str, DeviceState] = field(default_factory=dict)
     experiences: dict[str, ExperienceState] = field(default_factory=dict)
-    #: dedup memory, oldest sighting first (so keys past the window can be forgotten cheaply)
-    seen: OrderedDict[tuple[str, str], tuple[int, str]] = field(default_factory=OrderedDict)
+    seen: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
 
     def applied_outputs(self, device_id: str, coords: Coords) -> list[Out] | None:
@@ -84,29 +83,52 @@ class MemoryStore:
         return self.seen.get((device_id, event_id))
 
     def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
-        key = (device_id, event_id)
-        self.seen[key] = (received_at_ms, str(coords))
-        self.seen.move_to_end(key)
-
-    def forget_seen_before(self, cutoff_ms: int) -> int:
-        """Forget dedup keys first seen before ``cutoff_ms`` (now minus the dedup window: such a key
-        can no longer make a record a duplicate); how many. Assumes sightings are put in time order,
-        as replay does."""
-        seen = self.seen
-        n = 0
-        while seen:
-            key, (at_ms, _) = next(iter(seen.items()))
-            if at_ms >= cutoff_ms:
-                break
-            del seen[key]
-            n += 1
-        return n
+        self.seen[(device_id, event_id)] = (received_at_ms, str(coords))
 
     def owner_of(self, experience_id: str) -> str | None:
         return self.owners.get(experience_id)
 
     def put_owner(self, experience_id: str, device_id: str) -> None:
         self.owners[experience_id] = device_id
+
+
+class ReplayStore(MemoryStore):
+    """The store of ``guardian replay``: a :class:`MemoryStore` whose dedup memory is compact (one
+    string key and the first sighting's time per event) and forgets keys past the dedup window.
+
+    Replay reads every record once, so a sighting is never "this very record": ``get_seen`` hands
+    back no coordinates. Sightings must be put in time order (replay processes in Kafka timestamp
+    order), so the oldest are at the front of ``_order``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen_at: dict[str, int] = {}
+        self._order: deque[str] = deque()
+
+    def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
+        at = self.seen_at.get(f"{device_id}\x1f{event_id}")
+        return None if at is None else (at, "")
+
+    def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
+        key = f"{device_id}\x1f{event_id}"
+        self.seen_at[key] = received_at_ms
+        self._order.append(key)
+
+    def forget_seen_before(self, cutoff_ms: int) -> int:
+        """Forget the keys first seen before ``cutoff_ms`` (now minus the dedup window: they can no
+        longer make a record a duplicate, §4.3 step 5); how many."""
+        order, seen = self._order, self.seen_at
+        n = 0
+        while order:
+            key = order[0]
+            at = seen.get(key)
+            if at is not None and at >= cutoff_ms:
+                break  # (a key put again later waits here for its newer sighting: a short lag)
+            order.popleft()
+            if at is not None:
+                del seen[key]
+                n += 1
+        return n
 
 
 @dataclass(slots=True)

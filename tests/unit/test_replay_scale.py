@@ -257,7 +257,7 @@ def test_the_dedup_memory_keeps_only_the_window_and_still_catches_duplicates() -
             more.append((t, 3, 0, 200_000 + i, 2 * 10**6 + i, *more[-1][5:8], more[-1][8], True))
     engine.feed(more)
     # the last window's keys, and those since the last sweep (not the 12,000 seen)
-    assert len(engine.store.seen) <= per_window + replay_mod._SWEEP_EVERY < n_windows * per_window
+    assert len(engine.store.seen_at) <= per_window + replay_mod._SWEEP_EVERY < n_windows * per_window
     duplicates = [o for o in emitted if o.kind == "timeline" and o.value["drop_reason"] == "duplicate"]
     assert [o.value["at_ms"] for o in duplicates] == dup_ts
 
