@@ -816,7 +816,8 @@ def _concatenate(out_dir: Path, job_dirs: list[Path]) -> None:
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     out_dir = Path(args.out)
-    jobs = int(getattr(args, "jobs", 1) or 1)
+    jobs = getattr(args, "jobs", None)
+    jobs = 1 if jobs is None else int(jobs)
     if jobs < 1:
         print("guardian replay: --jobs must be at least 1", file=sys.stderr)
         return 2

@@ -310,3 +310,10 @@ def test_a_truncated_gzip_file_is_unreadable_not_a_traceback(tmp_path: Path) -> 
     assert done.returncode != 0
     assert str(packed) in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_jobs_below_one_is_a_one_line_error(tmp_path: Path) -> None:
+    source = write(tmp_path / "in.jsonl", build("HG-01").records)
+    done = replay(str(source), "--out", str(tmp_path / "out"), "--jobs", "0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["guardian replay: --jobs must be at least 1"]
