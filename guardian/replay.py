@@ -14,7 +14,8 @@ At scale it streams, in bounded memory:
    timestamp order across partitions, so no file is assumed to be sorted.
 2. *Merge*: the runs are merged (``heapq.merge``, at most ``MAX_FAN_IN`` open at once); a record
    seen twice (same topic, partition and offset: overlapping exports) sorts next to its copy and is
-   read once, so dedup needs no memory.
+   read once, so dedup needs no memory. (Two records at the same coordinates with different
+   timestamps, keys or payloads are not copies of one Kafka record: both are judged.)
 3. *Process*: records go through the processor one by one; outputs are written to their files as
    they come and counted for the summary; the dedup memory forgets keys older than the dedup window
    (as the live worker's sweep does), so memory holds per-device state, not the input.
@@ -386,19 +387,27 @@ class ReplayEngine:
         self._foreign_claims: set[tuple[str, str]] = set()
 
     def feed(self, rows: Iterable[Row]) -> None:
-        """Process rows in order (a row equal in coordinates to the one before it is a copy: skipped)."""
+        """Process rows in order. A row equal to the one before it in coordinates and content is a
+        copy of it (overlapping exports): skipped."""
         process = self.processor.process
         store = self.store
         emit = self.emit
         window = self.processor.pipeline.dedup_window_ms
-        last: tuple[int, int, int, int] | None = None
+        last: Row | None = None
         n = self.records
         for row in rows:
             ts, tie, partition, offset = row[0], row[1], row[2], row[3]
-            coords = (ts, tie, partition, offset)
-            if coords == last:
+            if (
+                last is not None
+                and offset == last[3]
+                and ts == last[0]
+                and partition == last[2]
+                and tie == last[1]
+                and row[8] == last[8]
+                and row[7] == last[7]
+            ):
                 continue
-            last = coords
+            last = row
             if not row[9]:
                 self._foreign_plan(row)
                 continue

@@ -317,3 +317,11 @@ def test_jobs_below_one_is_a_one_line_error(tmp_path: Path) -> None:
     done = replay(str(source), "--out", str(tmp_path / "out"), "--jobs", "0")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["guardian replay: --jobs must be at least 1"]
+
+
+def test_records_at_the_same_coordinates_with_other_content_are_not_copies() -> None:
+    one = build("HG-01", device_id="airbot-0001").records
+    two = build("HG-01", device_id="airbot-0002").records  # same partition, offsets and times
+    result = replay_records(one + two, settings=SETTINGS)
+    assert sorted(result.summary["experiences"].values()) == ["completed", "completed"]
+    assert result.outs == replay_records(one + one + two + two, settings=SETTINGS).outs
