@@ -566,7 +566,8 @@ def _replay_part(results: dict[str, Any], sizes: Sizes, *, quick: bool) -> None:
     report = rep.get("report") or {}
     print(
         f"replay: {rep['records']:,} records in {rep['wall_s']:.1f} s = {rep['records_per_s']:,.0f} rec/s "
-        f"(one job), peak RSS {rep['rss_mb']:.0f} MB; report {report.get('wall_s', 0):.1f} s, "
+        f"(one job; {rep['records_per_cpu_s'] or 0:,.0f} per CPU second), peak RSS {rep['rss_mb']:.0f} MB; "
+        f"report {report.get('wall_s', 0):.1f} s, "
         f"{report.get('rss_mb', 0):.0f} MB RSS, {report.get('mb') or 0:.1f} MB file",
         flush=True,
     )
