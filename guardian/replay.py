@@ -55,7 +55,7 @@ from supervisor.verdict import DECISIONS, Verdict
 from tables.state import ExperienceState, Trigger
 from topics.envelope import Out
 from topics.gate import Admitted
-from topics.names import ALL_SUFFIXES, INPUT_SUFFIXES, TopicNames
+from topics.names import CONTRACT_SUFFIXES, INPUT_SUFFIXES, TopicNames
 from topics.records import ExperiencePlan
 from topics.registry import load_registry
 
@@ -192,7 +192,7 @@ def _lines(
         listed = ", ".join(seen_topics)
         raise ReplayInputError(
             f"{name}: no topic under the prefix {prefix!r} (expected {prefix}<"
-            f"{'|'.join(ALL_SUFFIXES[:8])}>; topics seen: {listed}); pass --topic-prefix"
+            f"{'|'.join(CONTRACT_SUFFIXES)}>; topics seen: {listed}); pass --topic-prefix"
         )
 
 
