@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--jobs", type=int, default=1, help="processes, each replaying a share of the devices (default 1)"
     )
+    replay.add_argument(
+        "--no-report", action="store_true", help="write the outputs and summary.json, not report.html"
+    )
 
     export = sub.add_parser("export", help="write topic contents in the kcat -J format")
     _common(export)

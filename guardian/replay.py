@@ -851,14 +851,19 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         print(f"guardian replay: --out {out_dir} is a file, not a directory", file=sys.stderr)
         return 2
+    report = not getattr(args, "no_report", False)
     try:
         if args.decisions == "model" and jobs == 1:
             from supervisor.sync import blocking_model_decider
 
             with blocking_model_decider(settings) as model:
-                done = replay_files(args.files, out_dir, settings=settings, mode="model", model_decider=model)
+                done = replay_files(
+                    args.files, out_dir, settings=settings, mode="model", model_decider=model, report=report
+                )
         else:
-            done = replay_files(args.files, out_dir, settings=settings, mode=args.decisions, jobs=jobs)
+            done = replay_files(
+                args.files, out_dir, settings=settings, mode=args.decisions, jobs=jobs, report=report
+            )
     except ReplayInputError as exc:
         print(f"guardian replay: {exc}", file=sys.stderr)
         return 1

@@ -325,3 +325,11 @@ def test_records_at_the_same_coordinates_with_other_content_are_not_copies() -> 
     result = replay_records(one + two, settings=SETTINGS)
     assert sorted(result.summary["experiences"].values()) == ["completed", "completed"]
     assert result.outs == replay_records(one + one + two + two, settings=SETTINGS).outs
+
+
+def test_no_report_writes_the_outputs_and_summary_only(tmp_path: Path) -> None:
+    source = write(tmp_path / "in.jsonl", build("HG-05").records)
+    out = tmp_path / "out"
+    done = replay(str(source), "--out", str(out), "--no-report")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTS, "summary.json"])
