@@ -394,22 +394,24 @@ class ReplayEngine:
         store = self.store
         emit = self.emit
         window = self.processor.pipeline.dedup_window_ms
-        last: Row | None = None
         n = self.records
+        # the previous row's coordinates and content (a copy of it is skipped)
+        l_ts = l_tie = l_part = l_off = -1
+        l_key: bytes | None = None
+        l_value: bytes | None = None
         for row in rows:
-            ts, tie, partition, offset = row[0], row[1], row[2], row[3]
+            ts, tie, partition, offset, _, suffix, topic, key, value, own = row
             if (
-                last is not None
-                and offset == last[3]
-                and ts == last[0]
-                and partition == last[2]
-                and tie == last[1]
-                and row[8] == last[8]
-                and row[7] == last[7]
+                offset == l_off
+                and ts == l_ts
+                and partition == l_part
+                and tie == l_tie
+                and value == l_value
+                and key == l_key
             ):
                 continue
-            last = row
-            if not row[9]:
+            l_ts, l_tie, l_part, l_off, l_key, l_value = ts, tie, partition, offset, key, value
+            if not own:
                 self._foreign_plan(row)
                 continue
             n += 1
@@ -417,10 +419,10 @@ class ReplayEngine:
                 store.forget_seen_before(ts - window)
             done = process(
                 store,
-                row[5],
-                row[7],
-                row[8],
-                source_topic=row[6],
+                suffix,
+                key,
+                value,
+                source_topic=topic,
                 partition=partition,
                 offset=offset,
                 received_at_ms=ts,
