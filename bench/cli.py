@@ -19,7 +19,8 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
    records: a faust agent that only acks (faust's per-message stream path), and faust's conductor
    handing them to an inbox drained in batches (the worker's path), before any work;
 5. ``broker``: Kafka's ``ProducerPerformance`` and ``ConsumerPerformance`` on the same broker;
-6. ``core`` and ``gate``: the micro-benchmarks (one core, no Kafka).
+6. ``core`` and ``gate``: the micro-benchmarks (one core, no Kafka);
+7. ``replay``: ``guardian replay`` over a generated 1 M-record export (:mod:`bench.replay_bench`).
 
 It prints a summary and writes ``OUT/bench.json`` and ``OUT/bench.svg``.
 """
@@ -61,7 +62,7 @@ from bench.workload import (
 from guardian.settings import Settings
 from topics.names import TopicNames
 
-PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate")
+PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay")
 
 TARGETS = {
     "ratio_pipeline_passthrough": (">=", 0.5),
@@ -69,6 +70,8 @@ TARGETS = {
     "latency_p99_ms": ("<=", 100.0),
     "worker_rss_mb_10k_devices": ("<=", 400.0),
     "core_median_us": ("<=", 20.0),
+    "replay_records_per_s": (">=", 40_000.0),
+    "replay_rss_mb_1m_records": ("<=", 600.0),
 }
 
 
@@ -377,6 +380,7 @@ class Run:
             "matched": len(latencies),
             "p50_ms": statistics.median(latencies) if latencies else None,
             "p99_ms": pct(latencies, 0.99) if latencies else None,
+            "p999_ms": pct(latencies, 0.999) if latencies else None,
             "max_ms": max(latencies) if latencies else None,
             "seconds": sizes.latency_s,
         }
@@ -463,6 +467,8 @@ def evaluate(results: dict[str, Any]) -> dict[str, Any]:
         "latency_p99_ms": results.get("latency", {}).get("p99_ms"),
         "worker_rss_mb_10k_devices": results.get("rss", {}).get("vm_hwm_mb"),
         "core_median_us": results.get("core", {}).get("median_us"),
+        "replay_records_per_s": results.get("replay", {}).get("records_per_s"),
+        "replay_rss_mb_1m_records": results.get("replay", {}).get("rss_mb"),
     }
     out: dict[str, Any] = {}
     for name, (op, target) in TARGETS.items():
@@ -473,6 +479,10 @@ def evaluate(results: dict[str, Any]) -> dict[str, Any]:
     if rss_devices and rss_devices < 10_000:
         out["worker_rss_mb_10k_devices"]["met"] = None
         out["worker_rss_mb_10k_devices"]["note"] = f"measured at {rss_devices} devices only"
+    replayed = results.get("replay", {}).get("records", 0)
+    if replayed and replayed < 1_000_000:
+        out["replay_rss_mb_1m_records"]["met"] = None
+        out["replay_rss_mb_1m_records"]["note"] = f"measured at {replayed} records only"
     return out
 
 
@@ -508,6 +518,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             f"{core['with_gate_median_us']:.1f} µs with the gate (medians)",
             flush=True,
         )
+    if "replay" in only:
+        _replay_part(results, sizes, quick=bool(args.quick))
     kafka_parts = only & {"pipeline", "latency", "passthrough", "faust", "broker"}
     if kafka_parts:
         with tempfile.TemporaryDirectory(prefix="guardian-bench-") as tmpdir:
@@ -546,6 +558,21 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _replay_part(results: dict[str, Any], sizes: Sizes, *, quick: bool) -> None:
+    from bench.replay_bench import RECORDS_FULL, RECORDS_QUICK, run_replay_bench
+
+    rep = run_replay_bench(RECORDS_QUICK if quick else RECORDS_FULL, sizes.devices)
+    results["replay"] = rep
+    report = rep.get("report") or {}
+    print(
+        f"replay: {rep['records']:,} records in {rep['wall_s']:.1f} s = {rep['records_per_s']:,.0f} rec/s "
+        f"(one job; {rep['records_per_cpu_s'] or 0:,.0f} per CPU second), peak RSS {rep['rss_mb']:.0f} MB; "
+        f"report {report.get('wall_s', 0):.1f} s, "
+        f"{report.get('rss_mb', 0):.0f} MB RSS, {report.get('mb') or 0:.1f} MB file",
+        flush=True,
+    )
+
+
 def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
     worker: kafka_ops.Worker | None = None
     try:
@@ -558,7 +585,8 @@ def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
             res = asyncio.run(run.latency(rate))
             run.results["latency"] = res
             run.say(
-                f"trigger->dispatch p50 {res['p50_ms']} ms, p99 {res['p99_ms']} ms "
+                f"trigger->dispatch p50 {res['p50_ms']} ms, p99 {res['p99_ms']} ms, "
+                f"p99.9 {res['p999_ms']} ms "
                 f"({res['matched']}/{res['probes']} matched)"
             )
     finally:

@@ -53,7 +53,7 @@ EXPORT_TOPICS = (
     "timeline",
     "deadletter",
 )
-BENCH_PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate")
+BENCH_PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -415,13 +415,31 @@ def build_parser() -> _Parser:
     _prefix_opt(replay)
     _supervisor_opt(replay, "the model backend of --decisions model")
     _language_opt(replay, "language of spoken text in the replayed dispatches")
-    replay.add_argument("files", nargs="+", metavar="FILE", help="kcat -C -J file(s)")
+    replay.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="kcat -C -J file(s); '-' reads standard input; gzip-compressed input is read as such",
+    )
     replay.add_argument(
         "--out",
         required=True,
         type=_checked("a directory", _new_dir),
         metavar="DIR",
-        help="output directory (created if missing; required)",
+        help="output directory (created if missing; Guardian's own output files in it are replaced, "
+        "nothing else; required)",
+    )
+    replay.add_argument(
+        "--jobs",
+        type=_int_at_least(1),
+        default=1,
+        metavar="N",
+        help="processes, each replaying a share of the devices, with the same outputs; default: 1",
+    )
+    replay.add_argument(
+        "--no-report",
+        action="store_true",
+        help="write the outputs and summary.json but not report.html",
     )
     replay.add_argument(
         "--decisions",
@@ -637,6 +655,8 @@ def _command_key(args: argparse.Namespace) -> str:
 def _cross_checks(args: argparse.Namespace) -> str | None:
     """Checks that involve two arguments; the message of the first that fails."""
     for name in getattr(args, "files", None) or ():
+        if name == "-":
+            continue
         path = Path(name)
         if not path.exists():
             return f"{name}: no such file"

@@ -7,6 +7,7 @@ touches besides its arguments, and it does no I/O of its own in replay.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -91,6 +92,45 @@ class MemoryStore:
         self.owners[experience_id] = device_id
 
 
+class ReplayStore(MemoryStore):
+    """The store of ``guardian replay``: a :class:`MemoryStore` whose dedup memory is compact (one
+    string key and the first sighting's time per event) and forgets keys past the dedup window.
+
+    Replay reads every record once, so a sighting is never "this very record": ``get_seen`` hands
+    back no coordinates. Sightings must be put in time order (replay processes in Kafka timestamp
+    order), so the oldest are at the front of ``_order``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen_at: dict[str, int] = {}
+        self._order: deque[str] = deque()
+
+    def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
+        at = self.seen_at.get(f"{device_id}\x1f{event_id}")
+        return None if at is None else (at, "")
+
+    def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
+        key = f"{device_id}\x1f{event_id}"
+        self.seen_at[key] = received_at_ms
+        self._order.append(key)
+
+    def forget_seen_before(self, cutoff_ms: int) -> int:
+        """Forget the keys first seen before ``cutoff_ms`` (now minus the dedup window: they can no
+        longer make a record a duplicate, §4.3 step 5); how many."""
+        order, seen = self._order, self.seen_at
+        n = 0
+        while order:
+            key = order[0]
+            at = seen.get(key)
+            if at is not None and at >= cutoff_ms:
+                break  # (a key put again later waits here for its newer sighting: a short lag)
+            order.popleft()
+            if at is not None:
+                del seen[key]
+                n += 1
+        return n
+
+
 @dataclass(slots=True)
 class Processed:
     """What one record produced: outputs, and triggers waiting for an asynchronous decision."""
@@ -129,8 +169,8 @@ class Processor:
             offset=offset,
             received_at_ms=received_at_ms,
         )
-        key_str = key.decode("utf-8", "replace") if key is not None else None
         if not isinstance(verdict, Admitted):
+            key_str = key.decode("utf-8", "replace") if key is not None else None
             letter = verdict.dead_letter.model_dump(mode="json")
             return Processed([Out("deadletter", key_str, letter)], [], None)
         record = verdict.record

@@ -178,7 +178,11 @@ class DeviceState:
         )
 
     def has_pending(self) -> bool:
-        return any(d.pending is not None for d in self.debounce.values())
+        # a plain loop: called twice per observation, and any() over a generator costs twice as much
+        for d in self.debounce.values():  # noqa: SIM110
+            if d.pending is not None:
+                return True
+        return False
 
     def next_due_ms(self) -> int | None:
         """The receive-time ms when something of this quiet device falls due (the earliest

@@ -1,0 +1,336 @@
+"""`guardian replay` at scale and at its edges: input rules (§12), streaming, --jobs, stdin and gzip."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+
+from guardian import replay as replay_mod
+from guardian.replay import (
+    OUTPUT_FILES,
+    InputRecord,
+    ReplayEngine,
+    ReplayInputError,
+    read_kcat_lines,
+    replay_files,
+    replay_records,
+)
+from guardian.settings import Settings
+from supervisor import rules
+from tests.scenario_scripts import build, hg12
+from tests.unit.test_replay_cli import replay
+from topics.envelope import Out
+from topics.names import TopicNames
+
+SETTINGS = Settings.from_env({})
+OUTS = ("decisions.jsonl", "dispatch.jsonl", "timeline.jsonl", "deadletter.jsonl")
+
+
+def line(r: InputRecord, **override: object) -> bytes:
+    obj: dict[str, object] = {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "tstype": "create",
+        "ts": r.ts,
+        "broker": 1,
+        "key": r.key.decode() if r.key is not None else None,
+        "payload": r.value.decode() if r.value is not None else None,
+    }
+    obj.update(override)
+    return orjson.dumps(obj)
+
+
+def write(path: Path, records: list[InputRecord]) -> Path:
+    path.write_bytes(b"".join(line(r) + b"\n" for r in records))
+    return path
+
+
+def fleet() -> list[InputRecord]:
+    """Several devices (one partition each, as Kafka would place them), HG-12's two included."""
+    records: list[InputRecord] = []
+    for p, scenario in enumerate(("HG-01", "HG-03", "HG-05", "HG-07", "HG-09", "HG-11")):
+        script = build(scenario, device_id=f"airbot-{p:04d}")
+        records += [dataclasses.replace(r, partition=p + 2) for r in script.records]
+    a, b = hg12()
+    records += [dataclasses.replace(r, partition=0) for r in a.records]
+    records += [dataclasses.replace(r, partition=1) for r in b.records]
+    return records
+
+
+def with_recorded_decisions(records: list[InputRecord]) -> list[InputRecord]:
+    """The records plus the decisions a live run recorded for them (one tampered with)."""
+    live = replay_records(records, settings=SETTINGS)
+    out = list(records)
+    for i, d in enumerate(live.outs["decisions"]):
+        if i == 1:
+            d = dict(d, state_etag="e_tampered")
+        out.append(
+            InputRecord(
+                "decisions",
+                "guardian.decisions",
+                0,
+                i,
+                d["decided_at_ms"],
+                d["device_id"].encode(),
+                orjson.dumps(d),
+            )
+        )
+    return out
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in OUTS if (out / name).exists()}
+
+
+def sorted_lines(data: bytes) -> list[bytes]:
+    return sorted(data.splitlines())
+
+
+# -- §12 input rules ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("partition", True),
+        ("offset", False),
+        ("partition", -1),
+        ("offset", -5),
+        ("offset", 1.0),
+        ("ts", 2**53),
+        ("ts", -1),
+        ("ts", 1785400000000.5),
+        ("ts", True),
+        ("ts", "1785400000000"),
+    ],
+)
+def test_a_line_breaking_the_number_rules_is_unreadable_naming_file_and_line(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    records = build("HG-01").records
+    source = write(tmp_path / "in.jsonl", records)
+    lines = source.read_bytes().splitlines()
+    lines[3] = line(records[3], **{field: value})
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(ReplayInputError, match=f"{source}:4: .*{field}"):
+        list(read_kcat_lines(source, TopicNames()))
+
+
+def test_a_ts_near_2_64_stops_replay_without_a_traceback_or_outputs(tmp_path: Path) -> None:
+    records = build("HG-05").records
+    source = write(tmp_path / "in.jsonl", records)
+    text = source.read_bytes().replace(f'"ts":{records[-1].ts}'.encode(), b'"ts":18446744073709551615', 1)
+    source.write_bytes(text)
+    out = tmp_path / "out"
+    done = replay(str(source), "--out", str(out))
+    assert done.returncode != 0
+    assert f"{source}:" in done.stderr and "Traceback" not in done.stderr
+    assert not any((out / name).exists() for name in OUTPUT_FILES)
+
+
+def test_a_record_in_overlapping_exports_is_read_once(tmp_path: Path) -> None:
+    records = with_recorded_decisions(fleet())
+    whole = write(tmp_path / "whole.jsonl", records)
+    first = write(tmp_path / "first.jsonl", records[: len(records) * 2 // 3])
+    second = write(tmp_path / "second.jsonl", records[len(records) // 3 :])
+    once = replay_files([str(whole)], tmp_path / "once", settings=SETTINGS, report=False)
+    twice = replay_files([str(whole), str(whole)], tmp_path / "twice", settings=SETTINGS, report=False)
+    overlap = replay_files([str(first), str(second)], tmp_path / "overlap", settings=SETTINGS, report=False)
+    assert once.summary["decisions_mode"] == "recorded" and once.summary["divergences"] >= 1
+    assert outputs(tmp_path / "twice") == outputs(tmp_path / "once") == outputs(tmp_path / "overlap")
+    assert twice.summary == once.summary == overlap.summary
+    assert (tmp_path / "twice" / "divergences.jsonl").read_bytes() == (
+        tmp_path / "once" / "divergences.jsonl"
+    ).read_bytes()
+
+
+def test_a_file_with_none_of_our_topics_lists_the_topics_and_the_prefix(tmp_path: Path) -> None:
+    source = write(tmp_path / "prod.jsonl", build("HG-05", prefix="prod.guardian.").records)
+    done = replay(str(source), "--out", str(tmp_path / "out"))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert str(source) in done.stderr
+    assert "prod.guardian.observations" in done.stderr and "'guardian.'" in done.stderr
+    assert "--topic-prefix" in done.stderr
+    with_prefix = replay(str(source), "--out", str(tmp_path / "out"), "--topic-prefix", "prod.guardian.")
+    assert with_prefix.returncode == 0, with_prefix.stderr
+    summary = orjson.loads((tmp_path / "out" / "summary.json").read_bytes())
+    assert list(summary["experiences"].values()) == ["returned"]
+
+
+def test_out_is_emptied_of_guardians_files_and_nothing_else(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "divergences.jsonl").write_text('{"old": true}\n')
+    (out / "decisions.jsonl").write_text('{"old": true}\n')
+    (out / "notes.txt").write_text("mine")
+    source = write(tmp_path / "in.jsonl", build("HG-05").records)
+    done = replay(str(source), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert not (out / "divergences.jsonl").exists()
+    assert b'"old"' not in (out / "decisions.jsonl").read_bytes()
+    assert (out / "notes.txt").read_text() == "mine"
+    # a failed rerun leaves none of the previous run's files looking like its own
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"{not json\n")
+    assert replay(str(bad), "--out", str(out)).returncode != 0
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_out_naming_a_file_is_a_one_line_error(tmp_path: Path) -> None:
+    source = write(tmp_path / "in.jsonl", build("HG-01").records)
+    target = tmp_path / "taken"
+    target.write_text("keep")
+    done = replay(str(source), "--out", str(target))
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1 and str(target) in done.stderr
+    assert target.read_text() == "keep"
+
+
+# -- streaming -----------------------------------------------------------------------------------
+def test_streamed_replay_over_unsorted_runs_equals_the_in_memory_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = with_recorded_decisions(fleet())
+    expected = replay_records(records, settings=SETTINGS)
+    shuffled = list(records)
+    random.Random(7).shuffle(shuffled)  # no order at all: every chunk is a run of its own
+    source = write(tmp_path / "in.jsonl", shuffled)
+    monkeypatch.setattr(replay_mod, "MAX_FAN_IN", 3)  # and runs merged in more than one pass
+    done = replay_files([str(source)], tmp_path / "out", settings=SETTINGS, chunk_bytes=4000, report=False)
+    out = tmp_path / "out"
+    for kind in ("decisions", "dispatch", "timeline", "deadletter"):
+        assert (out / f"{kind}.jsonl").read_bytes() == b"".join(
+            orjson.dumps(v) + b"\n" for v in expected.outs[kind]
+        ), kind
+    assert done.summary == expected.summary
+    assert done.records == sum(1 for r in records if r.suffix != "decisions")
+    assert not list(tmp_path.glob("**/run-*"))
+
+
+def test_the_dedup_memory_keeps_only_the_window_and_still_catches_duplicates() -> None:
+    script = build("HG-01")
+    emitted: list[Out] = []
+    engine = ReplayEngine(SETTINGS, rules.decide, emitted.append)
+    window = engine.processor.pipeline.dedup_window_ms
+    rows = sorted(replay_mod._row(r, i) for i, r in enumerate(script.records))
+    engine.feed(rows)
+    t = rows[-1][0]
+    base = script.records[0]
+    n_windows = 4
+    per_window = 3000  # one observation every 200 ms
+    step = window // per_window
+    dup_ts: list[int] = []
+    more = []
+    for i in range(n_windows * per_window):
+        t += step
+        value = {
+            "event_id": f"obs_late_{i:06d}",
+            "device_id": "airbot-0001",
+            "type": "network.aws_iot_session_changed",
+            "source": "DeviceAgent.Test",
+            "observed_at_ms": t - 10,
+            "freshness_ms": 20,
+            "privacy_class": "semantic_only",
+            "facts": {"connected": True, "session_state": "connected"},
+        }
+        more.append(
+            (
+                t,
+                3,
+                0,
+                100_000 + i,
+                10**6 + i,
+                "observations",
+                "guardian.observations",
+                base.key,
+                orjson.dumps(value),
+                True,
+            )
+        )
+        if i % 1000 == 999:  # the previous record sent again: a duplicate within the window
+            t += step
+            dup_ts.append(t)
+            more.append((t, 3, 0, 200_000 + i, 2 * 10**6 + i, *more[-1][5:8], more[-1][8], True))
+    engine.feed(more)
+    # the last window's keys, and those since the last sweep (not the 12,000 seen)
+    assert len(engine.store.seen_at) <= per_window + replay_mod._SWEEP_EVERY < n_windows * per_window
+    duplicates = [o for o in emitted if o.kind == "timeline" and o.value["drop_reason"] == "duplicate"]
+    assert [o.value["at_ms"] for o in duplicates] == dup_ts
+
+
+# -- --jobs, stdin and gzip ----------------------------------------------------------------------
+def test_jobs_two_give_the_same_outputs_as_one(tmp_path: Path) -> None:
+    records = with_recorded_decisions(fleet())
+    source = write(tmp_path / "in.jsonl", records)
+    one = replay(str(source), "--out", str(tmp_path / "one"), "--jobs", "1")
+    two = replay(str(source), "--out", str(tmp_path / "two"), "--jobs", "2")
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    assert one.stdout.replace("/one", "") == two.stdout.replace("/two", "")
+    for name in (*OUTS, "divergences.jsonl", "summary.json"):
+        a, b = (tmp_path / "one" / name).read_bytes(), (tmp_path / "two" / name).read_bytes()
+        assert sorted_lines(a) == sorted_lines(b), name
+        assert a, name
+    letters = orjson.loads((tmp_path / "two" / "summary.json").read_bytes())["deadletter_reasons"]
+    assert letters.get("cross_device") == 2  # HG-12: B's records in one job, A's plan in the other
+    split = {replay_mod.job_of(f"airbot-{p:04d}".encode(), 2) for p in range(6)}
+    assert split == {0, 1}
+
+
+def test_stdin_and_gzip_inputs_give_the_same_outputs(tmp_path: Path) -> None:
+    records = fleet()
+    source = write(tmp_path / "in.jsonl", records)
+    packed = tmp_path / "in.jsonl.gz"
+    packed.write_bytes(gzip.compress(source.read_bytes()))
+    plain = replay(str(source), "--out", str(tmp_path / "plain"))
+    gz = replay(str(packed), "--out", str(tmp_path / "gz"))
+    import subprocess
+    import sys
+
+    piped = subprocess.run(
+        [sys.executable, "-m", "guardian", "replay", "-", "--out", str(tmp_path / "stdin")],
+        input=packed.read_bytes(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert plain.returncode == gz.returncode == piped.returncode == 0, gz.stderr + piped.stderr.decode()
+    assert outputs(tmp_path / "plain") == outputs(tmp_path / "gz") == outputs(tmp_path / "stdin")
+    assert outputs(tmp_path / "plain")["timeline.jsonl"]
+
+
+def test_a_truncated_gzip_file_is_unreadable_not_a_traceback(tmp_path: Path) -> None:
+    source = write(tmp_path / "in.jsonl", build("HG-05").records * 20)
+    packed = tmp_path / "in.jsonl.gz"
+    data = gzip.compress(source.read_bytes())
+    packed.write_bytes(data[: len(data) // 2])
+    done = replay(str(packed), "--out", str(tmp_path / "out"))
+    assert done.returncode != 0
+    assert str(packed) in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_jobs_below_one_is_a_one_line_error(tmp_path: Path) -> None:
+    source = write(tmp_path / "in.jsonl", build("HG-01").records)
+    done = replay(str(source), "--out", str(tmp_path / "out"), "--jobs", "0")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("guardian replay:") and "--jobs" in lines[0]
+
+
+def test_records_at_the_same_coordinates_with_other_content_are_not_copies() -> None:
+    one = build("HG-01", device_id="airbot-0001").records
+    two = build("HG-01", device_id="airbot-0002").records  # same partition, offsets and times
+    result = replay_records(one + two, settings=SETTINGS)
+    assert sorted(result.summary["experiences"].values()) == ["completed", "completed"]
+    assert result.outs == replay_records(one + one + two + two, settings=SETTINGS).outs
+
+
+def test_no_report_writes_the_outputs_and_summary_only(tmp_path: Path) -> None:
+    source = write(tmp_path / "in.jsonl", build("HG-05").records)
+    out = tmp_path / "out"
+    done = replay(str(source), "--out", str(out), "--no-report")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTS, "summary.json"])
