@@ -5,7 +5,12 @@ Listed in the README ("Exit codes"); scripts and process supervisors may rely on
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import IntEnum
+from types import FrameType
 
 
 class Exit(IntEnum):
@@ -31,3 +36,22 @@ class Exit(IntEnum):
 def describe() -> list[tuple[int, str]]:
     """(code, meaning) of every exit code, for help texts."""
     return [(int(code), (code.name.lower().replace("_", " "))) for code in sorted(Exit, key=lambda c: int(c))]
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises KeyboardInterrupt, as SIGINT does, so that a command's ``finally``
+    blocks stop what it started (broker, workers) before it exits. Restored on exit (main thread
+    only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
