@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -213,9 +212,3 @@ class LiveCollector(Collector):
             "1 when table recovery is complete for the current assignment.",
             value=1.0 if completed else 0.0,
         )
-
-
-def model_hooks(metrics: GuardianMetrics) -> dict[str, Any]:
-    """The callbacks a model backend calls (``on_call(outcome, seconds, attempt)``,
-    ``on_fallback(reason)``): the backend never imports this package."""
-    return {"on_call": metrics.model_call, "on_fallback": metrics.model_fallback}

@@ -87,9 +87,13 @@ def build_worker_app(
         metrics=metrics,
     )
     if settings.supervisor == "gemini":
+        from supervisor.gemini import GeminiBackend
         from supervisor.lanes import attach_lanes
 
-        attach_lanes(app, shell, settings)
+        lanes = attach_lanes(app, shell, settings)
+        if isinstance(lanes.backend, GeminiBackend):
+            lanes.backend.on_call = metrics.model_call
+            lanes.backend.on_fallback = metrics.model_fallback
     register_agents(app, shell)
     readiness = health.Readiness(
         app, settings.ready_timeout_s, on_not_ready if on_not_ready is not None else (lambda _r: None)
