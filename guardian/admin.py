@@ -46,6 +46,10 @@ class TopicError(RuntimeError):
     """A topic cannot be created as asked; the message names the topic and the fix."""
 
 
+class TopicsNotReady(TimeoutError):
+    """Topics a worker needs did not exist with leaders in time; the message names them."""
+
+
 class PartitionMismatch(TopicError):
     """A topic exists with another partition count than wanted."""
 
@@ -244,7 +248,7 @@ async def ensure_worker_topics(
     except TimeoutError as exc:
         if not waiting:
             raise
-        raise TimeoutError(
+        raise TopicsNotReady(
             f"topic(s) not ready on {bootstrap} after {timeout_s:g} s: {_list(waiting)}; "
             f"create them with 'guardian topics create' (prefix {names.prefix!r}, "
             f"{partitions} partitions)"
@@ -325,6 +329,7 @@ def _describe(exc: BaseException) -> str:
 __all__ = [
     "PartitionMismatch",
     "TopicError",
+    "TopicsNotReady",
     "changelog_topics",
     "cmd_topics_create",
     "create_topics",

@@ -24,6 +24,7 @@ from aiokafka.errors import KafkaError
 from guardian.admin import (
     PartitionMismatch,
     TopicError,
+    TopicsNotReady,
     changelog_topics,
     ensure_worker_topics,
     quiet_client_logs,
@@ -166,10 +167,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except TopicError as exc:
         _say(str(exc))
         return Exit.INTERNAL
+    except TopicsNotReady as exc:
+        _say(str(exc))
+        return Exit.NOT_READY
     except TimeoutError as exc:
-        if "topic" in str(exc):
-            _say(str(exc))
-            return Exit.NOT_READY
         _say(unreachable(bootstrap, exc))
         return Exit.BROKER_UNREACHABLE
     except (KafkaError, OSError) as exc:
