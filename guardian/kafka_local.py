@@ -44,6 +44,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 
 KAFKA_VERSION = "4.1.1"
@@ -857,7 +858,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     if note:
         _say(note)
     print(broker.describe())
-    return 0 if broker.is_running() else 3
+    return Exit.OK if broker.is_running() else Exit.BROKER_UNREACHABLE
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 from pipeline.core import Decider, Pipeline
 from pipeline.runner import MemoryStore, Processor
@@ -289,7 +290,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             result = replay_records(records, settings=settings, mode=args.decisions)
     except ReplayInputError as exc:
         print(f"guardian replay: {exc}", file=sys.stderr)
-        return 1
+        return Exit.BAD_INPUT
     out_dir = Path(args.out)
     write_outputs(result, out_dir)
     s = result.summary
