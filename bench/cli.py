@@ -548,7 +548,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
                 results["broker_kind"] = kind
                 prefix = f"{settings.topic_prefix}bench-{uuid.uuid4().hex[:8]}."
                 names = TopicNames(prefix)
-                from guardian.admin import create_topics, delete_topics
+                from guardian.admin import create_topics, delete_topics, worker_topics
 
                 asyncio.run(create_topics(bootstrap, names, settings.partitions))
                 run = Run(
@@ -561,7 +561,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
                     run.stop_all()
                     with contextlib.suppress(Exception):
                         extra = [prefix + s for s in ("passthrough", "perf")]
-                        asyncio.run(delete_topics(bootstrap, [*names.all(), *extra], timeout_s=30))
+                        asyncio.run(delete_topics(bootstrap, [*worker_topics(names), *extra], timeout_s=30))
     pipe = results.get("pipeline", {}).get("records_per_s")
     raw = results.get("passthrough", {}).get("records_per_s")
     if pipe and raw:
