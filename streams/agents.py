@@ -339,7 +339,8 @@ class PipelineShell:
                 try:
                     device_id = bytes(key).decode()
                     entry = DeviceEntry.from_json(bytes(raw))
-                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
                     continue
                 dev = entry.device
                 if dev is None:

@@ -59,9 +59,11 @@ def make_guardian_env(
     data_dir: Path,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment of a ``guardian`` subprocess that talks to this broker and these topics."""
+    """The environment of a ``guardian`` subprocess that talks to this broker and these topics (a
+    worker's web server on a free port: the default one may be taken by another run)."""
     env = dict(os.environ if base is None else base)
     env.update(
+        GUARDIAN_WEB_PORT=str(free_port()),
         GUARDIAN_KAFKA_BOOTSTRAP=bootstrap,
         GUARDIAN_TOPIC_PREFIX=prefix,
         GUARDIAN_PARTITIONS=str(partitions),
