@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from guardian.admin import admin_client, partition_counts
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 from topics.names import TopicNames
 from topics.plans import guardian_plan
@@ -86,14 +87,14 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
         plan = build_plan(args, int(time.time() * 1000))
     except ValueError as exc:
         print(f"guardian start: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     bootstrap = settings.resolve_bootstrap()
     names = TopicNames(settings.topic_prefix)
     try:
         asyncio.run(publish_plan(bootstrap, names, plan))
     except MissingTopic as exc:
         print(f"guardian start: {exc} (prefix {names.prefix!r} on {bootstrap})", file=sys.stderr)
-        return 1
+        return Exit.NOT_READY
     except (KafkaError, OSError, TimeoutError) as exc:
         print(
             f"guardian start: could not publish to {names.plans} on {bootstrap} "
@@ -101,6 +102,6 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
             "is the broker up ('guardian kafka up') and are the topics created ('guardian topics create')?",
             file=sys.stderr,
         )
-        return 1
+        return Exit.BROKER_UNREACHABLE
     print(plan["experience_id"])
     return 0
