@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
@@ -104,6 +105,26 @@ async def wait_for_broker(bootstrap: str, timeout_s: float = 60.0) -> None:
         await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
+async def served(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
+    """Return once the broker answers an offsets request for every partition of ``topics``.
+
+    A partition's leader shows in the metadata a moment before that broker serves it (it answers
+    NotLeaderForPartition meanwhile): clients that start then retry, logging errors, and a consumer
+    group's first fetches stall. The offsets request is retried by the client until it succeeds."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        client_id="guardian-admin",
+    )
+    await consumer.start()
+    try:
+        await consumer.end_offsets([TopicPartition(t, p) for t in topics for p in range(partitions)])
+    finally:
+        await consumer.stop()
+
+
 def changelog_topics(names: TopicNames) -> list[str]:
     """The changelog topics of the worker's tables under ``names``' prefix."""
     return [f"{names.prefix}worker-{table}-changelog" for table in TABLE_NAMES]
@@ -164,8 +185,13 @@ async def create_topics(
     changelogs = set(changelog_topics(names))
     waiting: dict[str, str] = dict.fromkeys(wanted, "not created yet")
     try:
-        async with asyncio.timeout(timeout_s), admin_client(bootstrap) as client:
-            return await _create(client, wanted, changelogs, partitions, waiting)
+        async with asyncio.timeout(timeout_s):
+            async with admin_client(bootstrap) as client:
+                created = await _create(client, wanted, changelogs, partitions, waiting)
+            waiting.update(dict.fromkeys(wanted, "its leaders do not serve it yet"))
+            await served(bootstrap, wanted, partitions)
+            waiting.clear()
+            return created
     except TimeoutError as exc:
         pending = _list(waiting) or "the broker's answer"
         raise TimeoutError(f"topics not ready on {bootstrap} within {timeout_s:.0f} s: {pending}") from exc
@@ -237,7 +263,7 @@ async def ensure_worker_topics(
                     await _create(client, missing_logs, set(missing_logs), partitions, {})
                 waiting = await leaderless(client, wanted)
                 if not waiting:
-                    return
+                    break
                 if not told:
                     told = True
                     say(
@@ -245,6 +271,9 @@ async def ensure_worker_topics(
                         f"(create them with 'guardian topics create'; giving up after {timeout_s:g} s)"
                     )
                 await asyncio.sleep(0.5)
+            waiting = dict.fromkeys(wanted, "its leaders do not serve it yet")
+            await served(bootstrap, wanted, partitions)
+            waiting = {}
     except TimeoutError as exc:
         if not waiting:
             raise
