@@ -638,7 +638,11 @@ class LocalBroker:
             )
         _atomic_write(self.pid_file, f"{self._proc.pid}\n")
         self.started = True
-        return self._await_ready(ports, timeout_s, self._proc.pid)
+        try:
+            return self._await_ready(ports, timeout_s, self._proc.pid)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while it starts: never leave it running
+            self._down(DEFAULT_STOP_TIMEOUT_S)
+            raise
 
     def _await_ready(self, ports: Ports, timeout_s: float, pid: int) -> str:
         from guardian.admin import probe_broker
