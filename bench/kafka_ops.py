@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +109,16 @@ def lag(ends: dict[tuple[str, int], int], committed: dict[tuple[str, int], int])
     return sum(max(0, end - committed.get(tp, 0)) for tp, end in ends.items() if end > 0)
 
 
+@contextlib.asynccontextmanager
+async def _saying(what: str, timeout_s: float) -> AsyncIterator[None]:
+    """``asyncio.timeout`` whose TimeoutError says what was waited for."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except TimeoutError as exc:
+        raise TimeoutError(f"waited {timeout_s:.0f} s for {what}") from exc
+
+
 async def wait_caught_up(
     bootstrap: str,
     group: str,
@@ -139,7 +149,7 @@ async def wait_caught_up(
 async def create_extra_topics(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
     """Create ``topics`` (replication 1) unless they exist."""
     client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
-    async with asyncio.timeout(60):
+    async with _saying(f"topics {list(topics)} to be created", 60):
         await client.start()
         try:
             existing = {str(t["topic"]) for t in await client.describe_topics()}
@@ -269,7 +279,7 @@ async def passthrough(
     seen = 0
     first: float | None = None
     try:
-        async with asyncio.timeout(timeout_s):
+        async with _saying(f"the passthrough to copy {expected} records from {source}", timeout_s):
             last_commit = time.monotonic()
             while seen < expected:
                 batch = await consumer.getmany(timeout_ms=500, max_records=4000)
