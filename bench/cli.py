@@ -325,7 +325,7 @@ class Run:
         )
         bg = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
         probe = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0, acks="all")
-        async with asyncio.timeout(60):
+        async with kafka_ops.deadline("the latency run's consumer and producers to start", 60):
             await consumer.start()
             await bg.start()
             await probe.start()
@@ -346,7 +346,7 @@ class Run:
         try:
             tps = [TopicPartition(names.dispatch, p) for p in range(self.partitions)]
             consumer.assign(tps)
-            async with asyncio.timeout(30):
+            async with kafka_ops.deadline(f"the end offsets of {names.dispatch}", 30):
                 await consumer.seek_to_end(*tps)
                 for tp in tps:
                     await consumer.position(tp)
@@ -381,7 +381,7 @@ class Run:
                     await asyncio.gather(*pending)
                     pending.clear()
                 await asyncio.sleep(0.005)
-            async with asyncio.timeout(60):
+            async with kafka_ops.deadline(f"Kafka to acknowledge {len(pending)} latency-run records", 60):
                 await asyncio.gather(*pending)
             achieved = n_bg / (time.monotonic() - start)
             deadline = time.monotonic() + 15

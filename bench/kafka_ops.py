@@ -110,7 +110,7 @@ def lag(ends: dict[tuple[str, int], int], committed: dict[tuple[str, int], int])
 
 
 @contextlib.asynccontextmanager
-async def _saying(what: str, timeout_s: float) -> AsyncIterator[None]:
+async def deadline(what: str, timeout_s: float) -> AsyncIterator[None]:
     """``asyncio.timeout`` whose TimeoutError says what was waited for."""
     try:
         async with asyncio.timeout(timeout_s):
@@ -149,7 +149,7 @@ async def wait_caught_up(
 async def create_extra_topics(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
     """Create ``topics`` (replication 1) unless they exist."""
     client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
-    async with _saying(f"topics {list(topics)} to be created", 60):
+    async with deadline(f"topics {list(topics)} to be created", 60):
         await client.start()
         try:
             existing = {str(t["topic"]) for t in await client.describe_topics()}
@@ -279,7 +279,7 @@ async def passthrough(
     seen = 0
     first: float | None = None
     try:
-        async with _saying(f"the passthrough to copy {expected} records from {source}", timeout_s):
+        async with deadline(f"the passthrough to copy {expected} records from {source}", timeout_s):
             last_commit = time.monotonic()
             while seen < expected:
                 batch = await consumer.getmany(timeout_ms=500, max_records=4000)
