@@ -114,7 +114,10 @@ def input_lag(app: Any, names: TopicNames) -> dict[tuple[str, int], tuple[int, i
     for tp in list(consumer.assignment()):
         if tp.topic not in inputs:
             continue
-        high = consumer.highwater(tp)
+        try:
+            high = consumer.highwater(tp)
+        except (KeyError, AssertionError):  # the partition moved since assignment() was read
+            continue
         if high is None:
             continue
         done = committed.get(tp)
