@@ -277,10 +277,13 @@ async def ensure_worker_topics(
     except TimeoutError as exc:
         if not waiting:
             raise
+        hint = (
+            f"create them with 'guardian topics create' (prefix {names.prefix!r}, {partitions} partitions)"
+            if any(why == "missing" for why in waiting.values())
+            else "the broker may be overloaded or still starting"
+        )
         raise TopicsNotReady(
-            f"topic(s) not ready on {bootstrap} after {timeout_s:g} s: {_list(waiting)}; "
-            f"create them with 'guardian topics create' (prefix {names.prefix!r}, "
-            f"{partitions} partitions)"
+            f"topic(s) not ready on {bootstrap} after {timeout_s:g} s: {_list(waiting)}; {hint}"
         ) from exc
 
 

@@ -119,6 +119,8 @@ class PipelineShell:
     metrics: GuardianMetrics | None = None
     #: what the batch being built read and produced (counted once it is delivered)
     tally: BatchTally = field(default_factory=BatchTally)
+    #: the worker's readiness (``streams.health.Readiness``; None outside a worker)
+    readiness: Any = None
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""

@@ -10,6 +10,7 @@ supervisor restarts it instead of it waiting silently.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -100,14 +101,21 @@ class Readiness:
         return lacking
 
 
-def register(app: Any, readiness: Readiness, metrics: GuardianMetrics, lag_source: Any) -> None:
-    """The watchdog timer and, when faust's web server is on, the three pages."""
+async def watchdog(readiness: Readiness, metrics: GuardianMetrics, every_s: float = WATCH_EVERY_S) -> None:
+    """Look at the worker's readiness every ``every_s`` until it gives up.
 
-    async def watch() -> None:
+    A plain task on the worker's event loop, started before faust's own start: faust starts its
+    timers only once the App has started, and a start that hangs (a group that cannot be joined)
+    must be noticed too."""
+    while not readiness.gave_up:
         lacking = readiness.check(time.monotonic())
         metrics.ready.set(0 if lacking else 1)
+        await asyncio.sleep(every_s)
 
-    app.timer(WATCH_EVERY_S, name="guardian.ready")(watch)
+
+def register(app: Any, readiness: Readiness, metrics: GuardianMetrics, lag_source: Any) -> None:
+    """The scrape-time metrics and, when faust's web server is on, the three pages (the watchdog
+    itself is :func:`watchdog`, started by the worker)."""
 
     def recovery() -> tuple[dict[tuple[str, int], int], bool]:
         rec = faust_seam.recovery(app)

@@ -102,6 +102,7 @@ def build_worker_app(
     app.on_partitions_assigned.connect(lambda *_a, **_k: readiness.on_assigned())
     app.on_partitions_revoked.connect(lambda *_a, **_k: readiness.on_revoked())
     health.register(app, readiness, metrics, lambda: input_lag(app, names))
+    shell.readiness = readiness
     return app, shell
 
 
@@ -223,6 +224,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         flush=True,
     )
     worker = faust_seam.new_worker(app, args.loglevel)
+    assert shell.readiness is not None and shell.metrics is not None
+    watching = worker.loop.create_task(health.watchdog(shell.readiness, shell.metrics))
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
@@ -230,4 +233,6 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
             return stop.code
         code = exc.code if isinstance(exc.code, int) else Exit.INTERNAL
         return Exit.OK if code == 0 else Exit.INTERNAL
+    finally:
+        watching.cancel()
     return stop.code if stop.code is not None else Exit.OK

@@ -214,3 +214,39 @@ def test_a_worker_whose_topics_do_not_exist_says_so_and_stops(kafka_bootstrap: s
     assert f"{names.plans} (missing)" in log and "guardian topics create" in log
     lines: list[Any] = [line for line in log.splitlines() if "not ready" in line]
     assert len(lines) == 1, log
+
+
+def test_a_worker_that_cannot_join_its_group_says_so_and_stops(
+    kafka_bootstrap: str, topic_names: TopicNames, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Another kind of consumer holds the worker's group: faust cannot join it (and says nothing
+    more); the watchdog names what is missing and the worker exits 5 instead of waiting forever."""
+    env = {**guardian_env, "GUARDIAN_READY_TIMEOUT_S": "5"}
+
+    async def run() -> int:
+        blocker = AIOKafkaConsumer(
+            topic_names.plans,
+            bootstrap_servers=kafka_bootstrap,
+            group_id=f"{topic_names.prefix}worker",
+            enable_auto_commit=False,
+        )
+        await blocker.start()
+        try:
+            async with asyncio.timeout(60):
+                while not blocker.assignment():
+                    await blocker.getmany(timeout_ms=200)
+            worker = WorkerProcess(env, tmp_path / "worker.log").start()
+            try:
+                assert worker.proc is not None
+                return await asyncio.to_thread(worker.proc.wait, 120)
+            finally:
+                worker.stop()
+        finally:
+            await blocker.stop()
+
+    code = asyncio.run(run())
+    log = (tmp_path / "worker.log").read_text()
+    assert code == 5, log
+    lines = [line for line in log.splitlines() if "not ready after" in line]
+    assert len(lines) == 1, log
+    assert "GUARDIAN_READY_TIMEOUT_S=5" in lines[0] and "no partition assignment" in lines[0]
