@@ -38,7 +38,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,9 @@ from guardian.settings import Settings
 from topics.names import TopicNames
 
 PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay")
+#: deadlines of the waiting phases (each says what it waited for when it runs out)
+SETUP_TIMEOUT_S = 600.0
+PIPELINE_TIMEOUT_S = 900.0
 
 TARGETS = {
     "ratio_pipeline_passthrough": (">=", 0.5),
@@ -163,6 +166,17 @@ class Run:
     work: Path
     t0: int
     results: dict[str, Any]
+    #: every subprocess the run started (stopped at the end, whatever happens)
+    workers: list[kafka_ops.Worker] = field(default_factory=list)
+
+    def spawn(self, worker: kafka_ops.Worker) -> kafka_ops.Worker:
+        self.workers.append(worker)
+        return worker.start()
+
+    def stop_all(self) -> None:
+        for worker in self.workers:
+            if worker.alive():
+                worker.stop()
 
     @property
     def partitions(self) -> int:
@@ -213,16 +227,23 @@ class Run:
         setup += setup_records(names, self.lat_devices, self.lat_t0)
         self.say(f"setup: {len(setup)} records (plans + security.started) for {sizes.devices} devices")
         asyncio.run(kafka_ops.produce(self.bootstrap, setup))
-        first = kafka_ops.Worker(self.worker_env(), self.out / "worker-setup.log", worker_id="bench").start()
+        first = self.spawn(
+            kafka_ops.Worker(self.worker_env(), self.out / "worker-setup.log", worker_id="bench")
+        )
         try:
             waited = asyncio.run(
                 kafka_ops.wait_caught_up(
-                    self.bootstrap, self.group, [names.plans, names.task_events], self.partitions, 600
+                    self.bootstrap,
+                    self.group,
+                    [names.plans, names.task_events],
+                    self.partitions,
+                    SETUP_TIMEOUT_S,
+                    worker=first,
                 )
             )
-        except TimeoutError:
+        except TimeoutError as exc:
             first.stop()
-            raise RuntimeError(f"the setup worker did not catch up:\n{first.log_tail()}") from None
+            raise RuntimeError(f"setup: {exc}:\n{first.log_tail()}") from None
         first.stop()
         self.say(f"setup processed in {waited:.1f} s (incl. worker start-up)")
         records = list(measured_records(names, self.devices, self.t0, self.measured_t0, sizes.records))
@@ -230,7 +251,7 @@ class Run:
         asyncio.run(kafka_ops.produce(self.bootstrap, records))
         produce_s = time.monotonic() - t
         self.say(f"produced {len(records)} observations in {produce_s:.1f} s")
-        worker = kafka_ops.Worker(self.worker_env(), self.out / "worker.log", worker_id="bench").start()
+        worker = self.spawn(kafka_ops.Worker(self.worker_env(), self.out / "worker.log", worker_id="bench"))
         spawned = time.monotonic()
         cpu0 = 0.0
         try:
@@ -277,7 +298,7 @@ class Run:
             raise RuntimeError(f"only {target} of {expected} records are on {topic}")
         samples: list[tuple[float, int]] = []
         last = -1
-        deadline = time.monotonic() + 900
+        deadline = time.monotonic() + PIPELINE_TIMEOUT_S
         async with kafka_ops.GroupWatch(self.bootstrap, group) as watch:
             base: int | None = None
             while True:
@@ -293,7 +314,10 @@ class Run:
                 if not worker.alive():
                     raise RuntimeError(f"the worker exited:\n{worker.log_tail()}")
                 if now > deadline:
-                    raise TimeoutError(f"the worker did not finish: {committed}/{target}")
+                    raise TimeoutError(
+                        f"waited {PIPELINE_TIMEOUT_S:.0f} s for group {group} to commit the {target} records "
+                        f"of {topic}: {committed} committed"
+                    )
                 await asyncio.sleep(0.1)
 
     # -- latency ---------------------------------------------------------------------------------
@@ -304,7 +328,7 @@ class Run:
         )
         bg = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
         probe = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0, acks="all")
-        async with asyncio.timeout(60):
+        async with kafka_ops.deadline("the latency run's consumer and producers to start", 60):
             await consumer.start()
             await bg.start()
             await probe.start()
@@ -325,7 +349,7 @@ class Run:
         try:
             tps = [TopicPartition(names.dispatch, p) for p in range(self.partitions)]
             consumer.assign(tps)
-            async with asyncio.timeout(30):
+            async with kafka_ops.deadline(f"the end offsets of {names.dispatch}", 30):
                 await consumer.seek_to_end(*tps)
                 for tp in tps:
                     await consumer.position(tp)
@@ -360,7 +384,7 @@ class Run:
                     await asyncio.gather(*pending)
                     pending.clear()
                 await asyncio.sleep(0.005)
-            async with asyncio.timeout(60):
+            async with kafka_ops.deadline(f"Kafka to acknowledge {len(pending)} latency-run records", 60):
                 await asyncio.gather(*pending)
             achieved = n_bg / (time.monotonic() - start)
             deadline = time.monotonic() + 15
@@ -432,7 +456,7 @@ class Run:
                 str(self.work / f"{mode}-floor"),
             ]
             log = self.out / f"{mode}-floor.log"
-            floor = kafka_ops.Worker(dict(os.environ), log, module_argv=argv).start()
+            floor = self.spawn(kafka_ops.Worker(dict(os.environ), log, module_argv=argv))
             try:
                 samples = asyncio.run(self._watch(floor, names.observations, expected, group))
             finally:
@@ -487,6 +511,14 @@ def evaluate(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    """The benchmark; SIGINT and SIGTERM stop it cleanly (workers, topics, a broker it started)."""
+    from guardian.exitcodes import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return _bench(args, settings)
+
+
+def _bench(args: argparse.Namespace, settings: Settings) -> int:
     sizes = QUICK if args.quick else FULL
     if getattr(args, "devices", None):
         sizes = replace(sizes, devices=int(args.devices))
@@ -528,7 +560,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                 results["broker_kind"] = kind
                 prefix = f"{settings.topic_prefix}bench-{uuid.uuid4().hex[:8]}."
                 names = TopicNames(prefix)
-                from guardian.admin import create_topics, delete_topics
+                from guardian.admin import create_topics, delete_topics, worker_topics
 
                 asyncio.run(create_topics(bootstrap, names, settings.partitions))
                 run = Run(
@@ -538,9 +570,10 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                 try:
                     _kafka_parts(run, kafka_parts, args)
                 finally:
+                    run.stop_all()
                     with contextlib.suppress(Exception):
                         extra = [prefix + s for s in ("passthrough", "perf")]
-                        asyncio.run(delete_topics(bootstrap, [*names.all(), *extra], timeout_s=30))
+                        asyncio.run(delete_topics(bootstrap, [*worker_topics(names), *extra], timeout_s=30))
     pipe = results.get("pipeline", {}).get("records_per_s")
     raw = results.get("passthrough", {}).get("records_per_s")
     if pipe and raw:

@@ -5,7 +5,7 @@ Over the pipeline's own input topic, on the worker's App class and transport
 
 - ``agent``: a faust agent that only acks each event (faust's Event/channel/Stream path);
 - ``inbox``: faust's conductor hands the messages to an inbox drained in batches, each message
-  acked (the path the worker takes, ``streams.transport.BatchConductor``).
+  acked (the path the worker takes, ``streams.faust_seam.BatchConductor``).
 
 The benchmark times each like the pipeline, by its committed offsets.
 
@@ -23,7 +23,7 @@ import faust
 
 from streams.agents import restore_log_level
 from streams.app import GuardianApp
-from streams.transport import BatchConductor
+from streams.faust_seam import BatchConductor, new_worker
 
 INBOX_MAX = 10_000
 MODES = ("agent", "inbox")
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
         print(f"bench.faust_floor: mode is one of {MODES}, not {mode!r}", file=sys.stderr)
         return 2
     app = floor_app(mode, bootstrap, topic, group, int(partitions), datadir)
-    worker = faust.Worker(app, loglevel="warn", quiet=True)
+    worker = new_worker(app, "warn")
     worker.execute_from_commandline()
     return 0
 

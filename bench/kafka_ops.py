@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,25 +109,47 @@ def lag(ends: dict[tuple[str, int], int], committed: dict[tuple[str, int], int])
     return sum(max(0, end - committed.get(tp, 0)) for tp, end in ends.items() if end > 0)
 
 
+@contextlib.asynccontextmanager
+async def deadline(what: str, timeout_s: float) -> AsyncIterator[None]:
+    """``asyncio.timeout`` whose TimeoutError says what was waited for."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except TimeoutError as exc:
+        raise TimeoutError(f"waited {timeout_s:.0f} s for {what}") from exc
+
+
 async def wait_caught_up(
-    bootstrap: str, group: str, topics: Sequence[str], partitions: int, timeout_s: float
+    bootstrap: str,
+    group: str,
+    topics: Sequence[str],
+    partitions: int,
+    timeout_s: float,
+    worker: Worker | None = None,
 ) -> float:
-    """Wait until ``group`` has committed up to the current end of ``topics``; seconds waited."""
+    """Wait until ``group`` has committed up to the current end of ``topics``; seconds waited.
+
+    TimeoutError after ``timeout_s``, RuntimeError as soon as ``worker`` exits; both say what was
+    waited for and how far it got."""
     ends = await end_offsets(bootstrap, topics, partitions)
     start = time.monotonic()
     async with GroupWatch(bootstrap, group) as watch:
         while True:
-            if lag(ends, await watch.committed(topics)) == 0:
+            left = lag(ends, await watch.committed(topics))
+            if left == 0:
                 return time.monotonic() - start
+            what = f"group {group} to commit the {sum(ends.values())} records of {list(topics)} ({left} left)"
+            if worker is not None and not worker.alive():
+                raise RuntimeError(f"the worker exited while waiting for {what}:\n{worker.log_tail()}")
             if time.monotonic() - start > timeout_s:
-                raise TimeoutError(f"group {group} did not catch up on {list(topics)} in {timeout_s:.0f} s")
+                raise TimeoutError(f"waited {timeout_s:.0f} s for {what}")
             await asyncio.sleep(0.2)
 
 
 async def create_extra_topics(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
     """Create ``topics`` (replication 1) unless they exist."""
     client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
-    async with asyncio.timeout(60):
+    async with deadline(f"topics {list(topics)} to be created", 60):
         await client.start()
         try:
             existing = {str(t["topic"]) for t in await client.describe_topics()}
@@ -179,10 +201,15 @@ class Worker:
     def start(self) -> Worker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = self.module_argv or ["guardian", "worker", "--worker-id", self.worker_id]
+        env = dict(self.env)
+        if not env.get("GUARDIAN_WEB_PORT"):
+            from guardian.kafka_local import free_port
+
+            env["GUARDIAN_WEB_PORT"] = str(free_port())
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", *argv],
-                env=self.env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -252,7 +279,7 @@ async def passthrough(
     seen = 0
     first: float | None = None
     try:
-        async with asyncio.timeout(timeout_s):
+        async with deadline(f"the passthrough to copy {expected} records from {source}", timeout_s):
             last_commit = time.monotonic()
             while seen < expected:
                 batch = await consumer.getmany(timeout_ms=500, max_records=4000)

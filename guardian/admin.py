@@ -1,9 +1,13 @@
 """Topic administration: ``guardian topics create`` and helpers the tests and the broker reuse.
 
-Every topic of ``TopicNames.all()`` (docs/CONTRACTS.md §1 plus Guardian's internal ones) gets the
-configured partition count and replication factor 1. Creating is idempotent; a topic that exists with
-another partition count is an error (records of one device must stay on one partition, so the count
-of a live topic is never changed behind the user's back).
+Every topic a worker uses gets the configured partition count and replication factor 1: the topics
+of ``TopicNames.all()`` (docs/CONTRACTS.md §1 plus Guardian's internal ``control``) and the changelog
+topics of the worker's tables (``cleanup.policy=compact``, as faust declares them). They are all
+created before a worker starts: faust's partition assignor skips a topic that is not in the
+cluster metadata yet, and a table whose changelog missed the first assignment never recovers.
+Creating is idempotent and returns once every partition of every topic has a leader; a topic that
+exists with another partition count is an error (records of one device must stay on one partition,
+so the count of a live topic is never changed behind the user's back).
 """
 
 from __future__ import annotations
@@ -13,15 +17,23 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 from topics.names import TopicNames
+
+#: the tables of a worker (``tables.faust_tables.define_tables``); faust names each one's changelog
+#: topic ``<app id>-<table>-changelog``, the app id being ``<prefix>worker`` (``streams.app.app_id``)
+TABLE_NAMES = ("devices", "seen", "owners")
+#: the topic configuration of a table changelog (faust's own, for a non-windowed table)
+CHANGELOG_CONFIG = {"cleanup.policy": "compact"}
 
 #: Kafka error codes (the protocol's numbers)
 TOPIC_ALREADY_EXISTS = 36
@@ -33,6 +45,10 @@ ADMIN_TIMEOUT_S = 60.0
 
 class TopicError(RuntimeError):
     """A topic cannot be created as asked; the message names the topic and the fix."""
+
+
+class TopicsNotReady(TimeoutError):
+    """Topics a worker needs did not exist with leaders in time; the message names them."""
 
 
 class PartitionMismatch(TopicError):
@@ -89,6 +105,53 @@ async def wait_for_broker(bootstrap: str, timeout_s: float = 60.0) -> None:
         await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
+async def served(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
+    """Return once the broker answers an offsets request for every partition of ``topics``.
+
+    A partition's leader shows in the metadata a moment before that broker serves it (it answers
+    NotLeaderForPartition meanwhile): clients that start then retry, logging errors, and a consumer
+    group's first fetches stall. The offsets request is retried by the client until it succeeds."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        client_id="guardian-admin",
+    )
+    await consumer.start()
+    try:
+        await consumer.end_offsets([TopicPartition(t, p) for t in topics for p in range(partitions)])
+    finally:
+        await consumer.stop()
+
+
+def changelog_topics(names: TopicNames) -> list[str]:
+    """The changelog topics of the worker's tables under ``names``' prefix."""
+    return [f"{names.prefix}worker-{table}-changelog" for table in TABLE_NAMES]
+
+
+def worker_topics(names: TopicNames) -> list[str]:
+    """Every topic a worker reads or writes: §1, ``control`` and the tables' changelogs."""
+    return [*names.all(), *changelog_topics(names)]
+
+
+async def leaderless(client: Any, topics: Sequence[str]) -> dict[str, str]:
+    """Of ``topics``, those not ready for a consumer group, with why: missing from the cluster
+    metadata, or with partitions that have no leader yet."""
+    wanted = set(topics)
+    state: dict[str, str] = dict.fromkeys(wanted, "missing")
+    for entry in await client.describe_topics():
+        name = str(entry["topic"])
+        if name not in wanted or entry.get("error_code", 0) != 0 or not entry.get("partitions"):
+            continue
+        without = sorted(int(p["partition"]) for p in entry["partitions"] if int(p.get("leader", -1)) < 0)
+        if without:
+            state[name] = f"no leader for partition(s) {', '.join(map(str, without))}"
+        else:
+            del state[name]
+    return state
+
+
 async def partition_counts(client: Any, topics: Sequence[str]) -> dict[str, int]:
     """Partition count of each of ``topics`` that exists (missing ones are left out).
 
@@ -112,36 +175,120 @@ async def create_topics(
     *,
     timeout_s: float = ADMIN_TIMEOUT_S,
 ) -> list[str]:
-    """Create every topic of ``names.all()`` (replication 1); the names created now (existing ones are fine).
+    """Create every topic of :func:`worker_topics` (replication 1; changelogs compacted); the names
+    created now (existing ones are fine). Returns once every partition of every one has a leader.
 
-    Raises :class:`PartitionMismatch` when a topic exists with another partition count.
+    Raises :class:`PartitionMismatch` when a topic exists with another partition count, and
+    TimeoutError (naming the topics still waited for) after ``timeout_s``.
     """
-    wanted = names.all()
-    async with asyncio.timeout(timeout_s), admin_client(bootstrap) as client:
-        existing = await partition_counts(client, wanted)
-        _check_counts(existing, partitions)
-        missing = [t for t in wanted if t not in existing]
-        created: list[str] = []
-        if missing:
-            response = await client.create_topics(
-                [NewTopic(name=t, num_partitions=partitions, replication_factor=1) for t in missing],
-                timeout_ms=REQUEST_TIMEOUT_MS,
-            )
-            for err in response.to_object()["topic_errors"]:
-                code = int(err["error_code"])
-                if code == 0:
-                    created.append(str(err["topic"]))
-                elif code != TOPIC_ALREADY_EXISTS:  # another creator won the race: checked below
-                    message = err.get("error_message") or f"Kafka error code {code}"
-                    raise TopicError(f"creating topic {err['topic']} failed: {message}")
-        # the metadata of new topics reaches the broker shortly after the controller created them
-        while True:
-            now = await partition_counts(client, wanted)
-            _check_counts(now, partitions)
-            if len(now) == len(wanted):
-                break
-            await asyncio.sleep(0.1)
-        return created
+    wanted = worker_topics(names)
+    changelogs = set(changelog_topics(names))
+    waiting: dict[str, str] = dict.fromkeys(wanted, "not created yet")
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with admin_client(bootstrap) as client:
+                created = await _create(client, wanted, changelogs, partitions, waiting)
+            waiting.update(dict.fromkeys(wanted, "its leaders do not serve it yet"))
+            await served(bootstrap, wanted, partitions)
+            waiting.clear()
+            return created
+    except TimeoutError as exc:
+        pending = _list(waiting) or "the broker's answer"
+        raise TimeoutError(f"topics not ready on {bootstrap} within {timeout_s:.0f} s: {pending}") from exc
+
+
+async def _create(
+    client: Any, wanted: list[str], changelogs: set[str], partitions: int, waiting: dict[str, str]
+) -> list[str]:
+    existing = await partition_counts(client, wanted)
+    _check_counts(existing, partitions)
+    missing = [t for t in wanted if t not in existing]
+    created: list[str] = []
+    if missing:
+        response = await client.create_topics(
+            [
+                NewTopic(
+                    name=t,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    topic_configs=dict(CHANGELOG_CONFIG) if t in changelogs else {},
+                )
+                for t in missing
+            ],
+            timeout_ms=REQUEST_TIMEOUT_MS,
+        )
+        for err in response.to_object()["topic_errors"]:
+            code = int(err["error_code"])
+            if code == 0:
+                created.append(str(err["topic"]))
+            elif code != TOPIC_ALREADY_EXISTS:  # another creator won the race: checked below
+                message = err.get("error_message") or f"Kafka error code {code}"
+                raise TopicError(f"creating topic {err['topic']} failed: {message}")
+    # the metadata of new topics reaches the broker shortly after the controller created them,
+    # and their partitions' leaders a moment later
+    while True:
+        _check_counts(await partition_counts(client, wanted), partitions)
+        waiting.clear()
+        waiting.update(await leaderless(client, wanted))
+        if not waiting:
+            return created
+        await asyncio.sleep(0.1)
+
+
+async def ensure_worker_topics(
+    bootstrap: str,
+    names: TopicNames,
+    partitions: int,
+    *,
+    timeout_s: float,
+    say: Callable[[str], None],
+) -> None:
+    """Before a worker joins its group: every topic it uses exists with a leader for every partition.
+
+    The tables' changelogs are created when missing (as faust would, but before the group is
+    joined); the other topics are ``guardian topics create``'s to make, so the worker waits for
+    them, saying once what it waits for. Raises :class:`PartitionMismatch`, or TimeoutError naming
+    the topics still missing after ``timeout_s``."""
+    wanted = worker_topics(names)
+    changelogs = changelog_topics(names)
+    waiting: dict[str, str] = {}
+    told = False
+    try:
+        async with asyncio.timeout(timeout_s), admin_client(bootstrap) as client:
+            while True:
+                existing = await partition_counts(client, wanted)
+                _check_counts(existing, partitions)
+                missing_logs = [t for t in changelogs if t not in existing]
+                if missing_logs:
+                    await _create(client, missing_logs, set(missing_logs), partitions, {})
+                waiting = await leaderless(client, wanted)
+                if not waiting:
+                    break
+                if not told:
+                    told = True
+                    say(
+                        f"waiting for topic(s) {_list(waiting)} on {bootstrap} "
+                        f"(create them with 'guardian topics create'; giving up after {timeout_s:g} s)"
+                    )
+                await asyncio.sleep(0.5)
+            waiting = dict.fromkeys(wanted, "its leaders do not serve it yet")
+            await served(bootstrap, wanted, partitions)
+            waiting = {}
+    except TimeoutError as exc:
+        if not waiting:
+            raise
+        hint = (
+            f"create them with 'guardian topics create' (prefix {names.prefix!r}, {partitions} partitions)"
+            if any(why == "missing" for why in waiting.values())
+            else "the broker may be overloaded or still starting"
+        )
+        raise TopicsNotReady(
+            f"topic(s) not ready on {bootstrap} after {timeout_s:g} s: {_list(waiting)}; {hint}"
+        ) from exc
+
+
+def _list(waiting: dict[str, str]) -> str:
+    return ", ".join(f"{t} ({why})" for t, why in sorted(waiting.items()))
 
 
 def _check_counts(found: dict[str, int], wanted: int) -> None:
@@ -178,22 +325,29 @@ def cmd_topics_create(args: argparse.Namespace, settings: Settings) -> int:
     names = TopicNames(settings.topic_prefix)
     try:
         created = asyncio.run(create_topics(bootstrap, names, settings.partitions))
+    except PartitionMismatch as exc:
+        print(f"guardian: {exc}", file=sys.stderr)
+        return Exit.BAD_INPUT
     except TopicError as exc:
         print(f"guardian: {exc}", file=sys.stderr)
-        return 1
+        return Exit.INTERNAL
     except (KafkaError, OSError, TimeoutError) as exc:
-        print(
-            f"guardian: the Kafka broker at {bootstrap} did not answer ({_describe(exc)}): "
-            "start it with 'guardian kafka up', or check GUARDIAN_KAFKA_BOOTSTRAP",
-            file=sys.stderr,
-        )
-        return 1
-    kept = len(names.all()) - len(created)
+        print(f"guardian: {unreachable(bootstrap, exc)}", file=sys.stderr)
+        return Exit.BROKER_UNREACHABLE
+    kept = len(worker_topics(names)) - len(created)
     print(
         f"{len(created)} topic(s) created, {kept} already there, {settings.partitions} partitions each, "
         f"prefix {settings.topic_prefix!r} on {bootstrap}"
     )
     return 0
+
+
+def unreachable(bootstrap: str, exc: BaseException) -> str:
+    """One line for a broker that did not answer: the address, what happened, and the hint."""
+    return (
+        f"the Kafka broker at {bootstrap} did not answer ({_describe(exc)}): "
+        "start it with 'guardian kafka up', or check GUARDIAN_KAFKA_BOOTSTRAP"
+    )
 
 
 def _describe(exc: BaseException) -> str:
@@ -207,11 +361,16 @@ def _describe(exc: BaseException) -> str:
 __all__ = [
     "PartitionMismatch",
     "TopicError",
+    "TopicsNotReady",
+    "changelog_topics",
     "cmd_topics_create",
     "create_topics",
     "delete_topics",
+    "ensure_worker_topics",
     "partition_counts",
     "probe_broker",
     "quiet_client_logs",
+    "unreachable",
     "wait_for_broker",
+    "worker_topics",
 ]

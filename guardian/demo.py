@@ -34,6 +34,7 @@ import orjson
 from aiokafka.errors import KafkaError
 
 from guardian.admin import admin_client, create_topics, delete_topics
+from guardian.exitcodes import Exit, sigterm_as_interrupt
 from guardian.export import export_topics
 from guardian.settings import Settings, SettingsError
 from topics.names import INPUT_SUFFIXES, TopicNames
@@ -68,6 +69,10 @@ class WorkerProcess:
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.env = env
         self.log_path = log_path
+        self.metrics_url = ""
+        if env.get("GUARDIAN_WEB_PORT", "") not in ("", "0"):
+            host = env.get("GUARDIAN_WEB_HOST") or "127.0.0.1"
+            self.metrics_url = f"http://{host}:{env['GUARDIAN_WEB_PORT']}/metrics"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -129,8 +134,15 @@ def _fresh_prefix() -> str:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    """Broker, topics, worker, simulated fleet, export, replay and report; 0 if every scenario was OK."""
-    from guardian.kafka_local import BrokerError, LocalBroker
+    """Broker, topics, worker, simulated fleet, export, replay and report; 0 if every scenario was OK.
+
+    SIGINT and SIGTERM stop it cleanly: the worker, the run's topics and a broker it started go."""
+    with sigterm_as_interrupt():
+        return _demo(args, settings)
+
+
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from guardian.kafka_local import BrokerError, LocalBroker, free_port
     from guardian.replay import read_kcat_lines, replay_records, write_outputs
     from simulator.cli import LiveTable
     from simulator.fleet import FleetConfig, format_table
@@ -147,7 +159,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     prefix = _fresh_prefix()
     names = TopicNames(prefix)
     topics_made = False
-    code = 1
+    code: int = Exit.INTERNAL
     try:
         if bootstrap is None:
             local = LocalBroker.from_settings(settings)
@@ -167,6 +179,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
         env = dict(os.environ)
         env.update(
+            GUARDIAN_WEB_PORT=os.environ.get("GUARDIAN_WEB_PORT") or str(free_port()),
             GUARDIAN_KAFKA_BOOTSTRAP=bootstrap,
             GUARDIAN_TOPIC_PREFIX=prefix,
             GUARDIAN_PARTITIONS=str(settings.partitions),
@@ -177,6 +190,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         worker = WorkerProcess(env, out_dir / "worker.log")
         worker.start()
         _say(f"worker started (log {out_dir / 'worker.log'})")
+        if worker.metrics_url:
+            ready_url = worker.metrics_url.removesuffix("metrics") + "ready"
+            _say(f"worker metrics: {worker.metrics_url} (readiness: {ready_url})")
 
         config = FleetConfig(
             devices=args.devices,
@@ -247,10 +263,10 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         code = 0 if report.ok and complete and same == len(report.rows) and not result.divergences else 1
     except (DemoError, SettingsError) as exc:
         print(f"guardian demo: {exc}", file=sys.stderr)
-        code = 1
+        code = Exit.INTERNAL
     except (KafkaError, OSError, TimeoutError) as exc:
         print(f"guardian demo: Kafka or I/O failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        code = 1
+        code = Exit.BROKER_UNREACHABLE if isinstance(exc, (KafkaError, TimeoutError)) else Exit.INTERNAL
     finally:
         _cleanup(
             worker, broker, bootstrap, prefix if topics_made and not args.keep_topics else None, work_dir

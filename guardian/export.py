@@ -20,13 +20,16 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from guardian.admin import admin_client, partition_counts
+from guardian.admin import admin_client, partition_counts, quiet_client_logs, unreachable, wait_for_broker
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 from topics.names import CONTRACT_SUFFIXES, TopicNames
 
 REQUEST_TIMEOUT_MS = 30_000
 EXPORT_TIMEOUT_S = 300.0
 METADATA_ATTEMPTS = 10
+#: how long ``guardian export`` waits for a broker to answer before saying so
+BROKER_WAIT_S = 20.0
 
 
 def kcat_line(
@@ -138,12 +141,18 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             f"choose from {', '.join(CONTRACT_SUFFIXES)}",
             file=sys.stderr,
         )
-        return 2
+        return Exit.USAGE
     bootstrap = settings.resolve_bootstrap()
     topics = [names.prefix + s for s in suffixes]
-
-    count = asyncio.run(
-        export_topics(bootstrap, topics, Path(args.out), args.since_ms, args.until_ms, args.device)
-    )
+    quiet_client_logs()
+    try:
+        # a broker that does not answer is told in one line well within 30 s, not after a timeout
+        asyncio.run(wait_for_broker(bootstrap, BROKER_WAIT_S))
+        count = asyncio.run(
+            export_topics(bootstrap, topics, Path(args.out), args.since_ms, args.until_ms, args.device)
+        )
+    except (KafkaError, OSError, TimeoutError) as exc:
+        print(f"guardian export: {unreachable(bootstrap, exc)}", file=sys.stderr)
+        return Exit.BROKER_UNREACHABLE
     print(f"exported {count} records from {len(topics)} topics", file=sys.stderr)
-    return 0
+    return Exit.OK

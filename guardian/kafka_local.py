@@ -44,6 +44,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 
 KAFKA_VERSION = "4.1.1"
@@ -637,7 +638,11 @@ class LocalBroker:
             )
         _atomic_write(self.pid_file, f"{self._proc.pid}\n")
         self.started = True
-        return self._await_ready(ports, timeout_s, self._proc.pid)
+        try:
+            return self._await_ready(ports, timeout_s, self._proc.pid)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while it starts: never leave it running
+            self._down(DEFAULT_STOP_TIMEOUT_S)
+            raise
 
     def _await_ready(self, ports: Ports, timeout_s: float, pid: int) -> str:
         from guardian.admin import probe_broker
@@ -857,7 +862,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     if note:
         _say(note)
     print(broker.describe())
-    return 0 if broker.is_running() else 3
+    return Exit.OK if broker.is_running() else Exit.BROKER_UNREACHABLE
 
 
 def cmd_fetch(args: argparse.Namespace, settings: Settings) -> int:

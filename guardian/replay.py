@@ -48,6 +48,7 @@ from typing import IO, Any, cast
 
 import orjson
 
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 from pipeline.core import Decider, Pipeline
 from pipeline.runner import Processor, ReplayStore
@@ -920,10 +921,10 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     jobs = 1 if jobs is None else int(jobs)
     if jobs < 1:
         print("guardian replay: --jobs must be at least 1", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     if out_dir.exists() and not out_dir.is_dir():
         print(f"guardian replay: --out {out_dir} is a file, not a directory", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     report = not getattr(args, "no_report", False)
     try:
         if args.decisions == "model" and jobs == 1:
@@ -939,7 +940,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             )
     except ReplayInputError as exc:
         print(f"guardian replay: {exc}", file=sys.stderr)
-        return 1
+        return Exit.BAD_INPUT
     s = done.summary
     print(
         f"replayed {done.records} records: {s['counts']['decisions']} decisions, "

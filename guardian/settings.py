@@ -39,6 +39,11 @@ class Settings:
     capabilities_file: Path | None = None
     #: how often a worker prunes dedup keys older than the dedup window
     dedup_sweep_s: float = 60.0
+    #: a worker's web server (``/healthz``, ``/ready``, ``/metrics``): port (0: off) and address
+    web_port: int = 6066
+    web_host: str = "127.0.0.1"
+    #: a worker not ready (assigned, tables recovered) this long, with no recovery progress, stops
+    ready_timeout_s: float = 60.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -65,6 +70,22 @@ class Settings:
         language = env.get("GUARDIAN_LANGUAGE", "ko")
         if language not in ("ko", "en"):
             raise SettingsError(f"GUARDIAN_LANGUAGE must be 'ko' or 'en', not {language!r}")
+        web_port_raw = env.get("GUARDIAN_WEB_PORT", "6066")
+        try:
+            web_port = int(web_port_raw)
+        except ValueError as exc:
+            raise SettingsError(f"GUARDIAN_WEB_PORT must be a port number, not {web_port_raw!r}") from exc
+        if not 0 <= web_port <= 65535:
+            raise SettingsError(f"GUARDIAN_WEB_PORT must be between 0 (off) and 65535, not {web_port}")
+        ready_raw = env.get("GUARDIAN_READY_TIMEOUT_S", "60")
+        try:
+            ready_timeout_s = float(ready_raw)
+        except ValueError as exc:
+            raise SettingsError(
+                f"GUARDIAN_READY_TIMEOUT_S must be a number of seconds, not {ready_raw!r}"
+            ) from exc
+        if ready_timeout_s <= 0:
+            raise SettingsError("GUARDIAN_READY_TIMEOUT_S must be more than 0")
         data_dir = Path(env["GUARDIAN_DATA_DIR"]) if env.get("GUARDIAN_DATA_DIR") else _default_data_dir(env)
         return cls(
             bootstrap=env.get("GUARDIAN_KAFKA_BOOTSTRAP") or None,
@@ -78,6 +99,9 @@ class Settings:
             if env.get("GUARDIAN_CONTRACTS_FILE")
             else None,
             dedup_sweep_s=dedup_sweep_s,
+            web_port=web_port,
+            web_host=env.get("GUARDIAN_WEB_HOST") or "127.0.0.1",
+            ready_timeout_s=ready_timeout_s,
             capabilities_file=(
                 Path(env["GUARDIAN_CAPABILITIES_FILE"]) if env.get("GUARDIAN_CAPABILITIES_FILE") else None
             ),

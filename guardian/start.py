@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from guardian.admin import admin_client, partition_counts
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 from topics.gate import Gate, Rejected
 from topics.names import TopicNames
@@ -173,18 +174,18 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
         plan = build_plan(args, int(time.time() * 1000), settings.language)
     except ValueError as exc:
         print(f"guardian start: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     names = TopicNames(settings.topic_prefix)
     refused = refusal(plan, settings, names)
     if refused is not None:
         print(f"guardian start: the pipeline would refuse this plan ({refused})", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     bootstrap = settings.resolve_bootstrap()
     try:
         asyncio.run(publish_plan(bootstrap, names, plan))
     except MissingTopic as exc:
         print(f"guardian start: {exc} (prefix {names.prefix!r} on {bootstrap})", file=sys.stderr)
-        return 1
+        return Exit.NOT_READY
     except (KafkaError, OSError, TimeoutError) as exc:
         print(
             f"guardian start: could not publish to {names.plans} on {bootstrap} "
@@ -192,6 +193,6 @@ def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
             "is the broker up ('guardian kafka up') and are the topics created ('guardian topics create')?",
             file=sys.stderr,
         )
-        return 1
+        return Exit.BROKER_UNREACHABLE
     print(plan["experience_id"])
     return 0

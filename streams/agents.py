@@ -2,7 +2,7 @@
 
 faust consumes the four input topics and the internal ``control`` topic (all co-partitioned by
 ``device_id``) as a consumer group, and its conductor hands their messages to the shell's inbox
-(``streams.transport.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
+(``streams.faust_seam.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
 commits). The ``guardian.pipeline`` task drains the inbox in batches: each record goes through the
 per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
 :class:`tables.faust_tables.FaustStore`, whose writes and the outputs collect in
@@ -39,7 +39,9 @@ import orjson
 from aiokafka.errors import KafkaError
 
 from pipeline.runner import Processed, Processor
+from streams import faust_seam
 from streams.merge import TimestampMerger
+from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
 from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from tables.state import Trigger
@@ -114,6 +116,12 @@ class PipelineShell:
     inbox_room: asyncio.Event = field(default_factory=asyncio.Event)
     #: counts rebalances: a batch taken before one is not processed further after one
     generation: int = 0
+    #: the worker's Prometheus metrics (None: not counted, e.g. unit tests)
+    metrics: GuardianMetrics | None = None
+    #: what the batch being built read and produced (counted once it is delivered)
+    tally: BatchTally = field(default_factory=BatchTally)
+    #: the worker's readiness (``streams.health.Readiness``; None outside a worker)
+    readiness: Any = None
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -129,11 +137,13 @@ class PipelineShell:
         seen = self.next_offset.get((suffix, partition))
         return seen is not None and seen >= highwater
 
-    def emit(self, outs: list[Out]) -> None:
+    def emit(self, outs: list[Out], trigger_received_ms: int | None = None) -> None:
         send = self.store.writes.send
         for out in outs:
             key = out.key.encode() if out.key is not None else None
             send(self.out_topics[out.kind], key, orjson.dumps(out.value))
+        if self.metrics is not None and outs:
+            self.tally.outs(outs, trigger_received_ms)
 
     async def receive(self, message: Any) -> None:
         """A message from faust's conductor (input topics and ``control``): into the inbox; waits
@@ -153,30 +163,38 @@ class PipelineShell:
     async def flush(self) -> None:
         """Land the batch (tables and outputs), then ack its messages once Kafka has it all."""
         messages, self.unacked = self.unacked, []
+        tally, self.tally = self.tally, BatchTally()
         if self.producer is None or self.ack is None:
             raise RuntimeError("the shell has no producer yet")
+        started = time.monotonic()
         try:
             futures = await self.store.writes.flush(self.producer())
         except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
             await self._lost(exc)
             raise
         if not futures:
-            for message in messages:
-                self.ack(message)
+            self._delivered(messages, tally, started)
             return
-        task = asyncio.ensure_future(self._ack_when_delivered(futures, messages))
+        task = asyncio.ensure_future(self._ack_when_delivered(futures, messages, tally, started))
         self.acking.add(task)
         task.add_done_callback(self.acking.discard)
 
-    async def _ack_when_delivered(self, futures: list[Any], messages: list[Any]) -> None:
+    async def _ack_when_delivered(
+        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float
+    ) -> None:
         try:
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
             await self._lost(exc)
             return
+        self._delivered(messages, tally, started)
+
+    def _delivered(self, messages: list[Any], tally: BatchTally, started: float) -> None:
         assert self.ack is not None
         for message in messages:
             self.ack(message)
+        if self.metrics is not None:
+            self.metrics.delivered(tally, len(messages), time.monotonic() - started, time.time())
 
     async def _lost(self, exc: BaseException) -> None:
         log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
@@ -189,6 +207,7 @@ class PipelineShell:
         self.generation += 1
         self.take_inbox()
         self.unacked.clear()
+        self.tally = BatchTally()
         self.store.writes.discard()
 
     def track(self, done: Processed, partition: int) -> None:
@@ -236,7 +255,9 @@ class PipelineShell:
         finally:
             self.store.partition = None
         self.processed += 1
-        self.emit(done.outs)
+        if self.metrics is not None:
+            self.tally.inputs[suffix] += 1
+        self.emit(done.outs, received_at_ms)
         self.track(done, partition)
 
     def control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
@@ -251,43 +272,51 @@ class PipelineShell:
         try:
             cmd = orjson.loads(raw)
         except orjson.JSONDecodeError:
+            self._bad_control(coords, "not JSON")
             return
         if not isinstance(cmd, dict):
+            self._bad_control(coords, "not a JSON object")
             return
         op = cmd.get("op")
+        if op == "sweep":
+            self.sweep(partition, received_at_ms)
+            return
+        try:
+            if op == "confirm":
+                device_id = str(cmd["device_id"])
+                now_ms = int(cmd.get("now_ms", received_at_ms))
+            elif op == "verdict":
+                device_id = str(cmd["device_id"])
+                trigger = Trigger.from_dict(cmd["trigger"])
+                verdict = Verdict.from_dict(cmd["verdict"])
+                etag = int(cmd["etag"])
+                at_ms = int(cmd.get("at_ms", received_at_ms))
+            else:
+                self._bad_control(coords, f"unknown op {str(op)[:40]!r}")
+                return
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self._bad_control(coords, f"op {op!r} without a usable {exc}")
+            return
         if op == "confirm":
-            device_id = str(cmd.get("device_id"))
-            now_ms = int(cmd.get("now_ms", received_at_ms))
             done = self.processor.confirm_quiet(self.store, device_id, now_ms, coords)
             self.emit(done.outs)
-            self.track(done, partition)
-        elif op == "sweep":
-            self.sweep(partition, received_at_ms)
-        elif op == "verdict":
-            device_id = str(cmd["device_id"])
-            trigger = Trigger.from_dict(cmd["trigger"])
-            verdict = Verdict.from_dict(cmd["verdict"])
-            done = self.processor.apply(
-                self.store,
-                device_id,
-                trigger,
-                verdict,
-                int(cmd["etag"]),
-                int(cmd.get("at_ms", received_at_ms)),
-                coords,
-            )
-            self.emit(done.outs)
-            self.track(done, partition)
+        else:
+            done = self.processor.apply(self.store, device_id, trigger, verdict, etag, at_ms, coords)
+            self.emit(done.outs, trigger.received_at_ms)
+        self.track(done, partition)
+
+    def _bad_control(self, coords: Coords, why: str) -> None:
+        """A control record Guardian cannot use (only Guardian writes them): skipped, with a log
+        line and a count, never silently."""
+        if self.metrics is not None:
+            self.metrics.control_rejected.inc()
+        log.error("guardian: skipped control record %s: %s", coords, why)
 
     def sweep(self, partition: int, now_ms: int) -> int:
         """Delete dedup keys of this partition older than the dedup window (bounded per call)."""
         now_ms = min(now_ms, self.stream_time.get(partition, now_ms))
         window = self.processor.pipeline.dedup_window_ms
-        store = self.tables.seen.data
-        try:
-            db = store._db_for_partition(partition)
-        except (AttributeError, KeyError):
-            return 0
+        db = self.tables.access.db(self.tables.seen, partition)
         cursor = self.sweep_cursor.pop(partition, None)
         items = db.items(from_key=cursor) if cursor is not None else db.items()
         expired, next_cursor = expired_dedup_keys(items, now_ms, window)
@@ -302,15 +331,15 @@ class PipelineShell:
         pending debounce change, to confirm when due. (Triggers still waiting for an asynchronous
         decision are submitted again by ``supervisor.lanes`` on the same recovery.)"""
         found = 0
-        store = self.tables.devices.data
-        for partition, db in list(getattr(store, "_dbs", {}).items()):
+        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
             for key, raw in db.items():
                 if not is_entry_key(bytes(key)):
                     continue  # a plan, or faust's own bookkeeping (persisted offsets)
                 try:
                     device_id = bytes(key).decode()
                     entry = DeviceEntry.from_json(bytes(raw))
-                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
                     continue
                 dev = entry.device
                 if dev is None:
@@ -348,7 +377,7 @@ class PipelineShell:
 
 
 def register_agents(app: Any, shell: PipelineShell) -> list[str]:
-    """Declare the pipeline (fed by faust's conductor, see ``streams.transport``) and its timers on
+    """Declare the pipeline (fed by faust's conductor, see ``streams.faust_seam``) and its timers on
     ``app``; returns the names of what is registered."""
     names = shell.names
     inputs = app.topic(
@@ -362,7 +391,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         acks=True,
     )
     # faust subscribes, assigns, fetches, tracks acks and commits the topic; its messages go to the
-    # shell's inbox in batches instead of through an agent's stream (``streams.transport``)
+    # shell's inbox in batches instead of through an agent's stream (``streams.faust_seam``)
     app.topics.add(inputs)
     app.topics.route(set(inputs.topics), shell.receive)
 
@@ -389,9 +418,9 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         from faust.types import TP
 
         shell.tp_factory = TP
-        shell.producer = app.producer._ensure_producer
+        shell.producer = faust_seam.aiokafka_producer(app)
         consumer = app.consumer
-        committed_offsets = consumer._committed_offset
+        committed_offsets = faust_seam.committed_offsets(consumer)
 
         def committed(stream_key: str) -> int | None:
             suffix, _, partition = stream_key.rpartition(":")
@@ -462,8 +491,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     scanned: list[bool] = [False]
 
     async def confirm_quiet_devices() -> None:
-        recovery = getattr(app.tables, "recovery", None)
-        if not scanned[0] and recovery is not None and recovery.completed.is_set():
+        if not scanned[0] and faust_seam.recovery_completed(app):
             scanned[0] = True
             shell.rescan()
         for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
@@ -495,7 +523,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         # faust's producer buffer (what still goes through faust: owner-index writes, control
         # records) stops the stream whenever 100 messages wait, then drains them one by one: a
         # deep buffer keeps the stream flowing; faust still flushes it before every offset commit
-        app.producer.buffer.max_messages = PRODUCER_BUFFER_MESSAGES
+        faust_seam.set_producer_buffer(app, PRODUCER_BUFFER_MESSAGES)
 
     app.task(quiet_root_logger)
 
@@ -553,6 +581,6 @@ def restore_log_level(root: logging.Logger) -> None:
     ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
     advances a spinner: over 10% of a busy worker's CPU. The root level goes back to the lowest
     level of the other handlers (the configured ``--loglevel``); what is logged does not change."""
-    levels = [h.level for h in root.handlers if type(h).__name__ != "SpinnerHandler" and h.level]
+    levels = [h.level for h in root.handlers if not faust_seam.is_spinner_handler(h) and h.level]
     if levels and root.level < min(levels):
         root.setLevel(min(levels))

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import faust
-from faust.types import TransportT
+from typing import Any
 
 from guardian.settings import Settings
-from streams.transport import EagerTransport
+from streams.faust_seam import SeamApp
 
 
-class GuardianApp(faust.App):
-    """faust's App on :class:`streams.transport.EagerTransport` (a cheaper fetch hand-off)."""
-
-    def _new_transport(self) -> TransportT:
-        return EagerTransport(self.conf.broker_consumer, self)
+class GuardianApp(SeamApp):
+    """faust's App on the seam's eager transport (``streams.faust_seam``)."""
 
 
 def app_id(settings: Settings) -> str:
@@ -23,10 +18,26 @@ def app_id(settings: Settings) -> str:
     return f"{settings.topic_prefix}worker"
 
 
-def create_app(settings: Settings, *, bootstrap: str, worker_id: str = "w0") -> GuardianApp:
-    """A faust App on ``bootstrap`` with RocksDB tables under the data dir (one folder per worker)."""
+def create_app(
+    settings: Settings,
+    *,
+    bootstrap: str,
+    worker_id: str = "w0",
+    web_port: int | None = None,
+    web_host: str = "127.0.0.1",
+) -> GuardianApp:
+    """A faust App on ``bootstrap`` with RocksDB tables under the data dir (one folder per worker);
+    with ``web_port``, faust's web server on ``web_host:web_port`` (health, readiness, metrics)."""
     datadir = Path(settings.tables_dir) / worker_id
     datadir.parent.mkdir(parents=True, exist_ok=True)
+    web: dict[str, Any] = {"web_enabled": False}
+    if web_port is not None:
+        web = {
+            "web_enabled": True,
+            "web_port": web_port,
+            "web_bind": web_host,
+            "web_host": web_host,
+        }
     return GuardianApp(
         app_id(settings),
         broker=f"kafka://{bootstrap}",
@@ -35,7 +46,9 @@ def create_app(settings: Settings, *, bootstrap: str, worker_id: str = "w0") -> 
         topic_partitions=settings.partitions,
         topic_replication_factor=1,
         topic_allow_declare=True,
-        web_enabled=False,
+        # no leader-election topic: nothing here runs "on the leader only", and every topic the
+        # worker subscribes to exists before it joins the group (``guardian.admin.create_topics``)
+        topic_disable_leader=True,
         autodiscover=False,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
@@ -50,4 +63,5 @@ def create_app(settings: Settings, *, bootstrap: str, worker_id: str = "w0") -> 
         broker_session_timeout=30.0,
         broker_heartbeat_interval=3.0,
         producer_request_timeout=60.0,
+        **web,
     )

@@ -1,78 +1,238 @@
-"""``guardian worker``: the pipeline as a faust worker (several may run in one consumer group)."""
+"""``guardian worker``: the pipeline as a faust worker (several may run in one consumer group).
+
+Before faust starts, the worker checks what would otherwise fail late or silently: the registry,
+the broker (one line naming the address within ``BROKER_WAIT_S``), every topic it uses with a
+leader for each partition (the tables' changelogs created when missing: faust's assignor skips a
+topic the cluster metadata does not show yet, and a table whose changelog missed the first
+assignment never recovers), the web port, and faust's private parts (``streams.faust_seam``).
+Once running, ``streams.health.Readiness`` stops it (exit 5) when it is not ready in time.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import signal
 import socket
 import sys
+from dataclasses import dataclass
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
+from guardian.admin import (
+    PartitionMismatch,
+    TopicError,
+    TopicsNotReady,
+    changelog_topics,
+    ensure_worker_topics,
+    quiet_client_logs,
+    unreachable,
+    wait_for_broker,
+)
+from guardian.exitcodes import Exit
 from guardian.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
+from streams import faust_seam, health
 from streams.agents import PipelineShell, register_agents
 from streams.app import create_app
+from streams.metrics import GuardianMetrics
 from supervisor import rules
 from tables.faust_tables import FaustStore, define_tables
 from tables.writes import PendingWrites
-from topics.names import TopicNames
+from topics.names import INPUT_SUFFIXES, TopicNames
 from topics.registry import RegistryError, load_registry
 
+#: how long a worker waits for a broker to answer before saying so and exiting
+BROKER_WAIT_S = 20.0
 
-def build_worker_app(settings: Settings, *, bootstrap: str, worker_id: str) -> tuple[Any, PipelineShell]:
-    """The App with its tables, agent and timers, ready to run."""
+
+@dataclass
+class StopReason:
+    """Why the worker stopped itself (None: it did not)."""
+
+    code: Exit | None = None
+    message: str = ""
+
+
+def build_worker_app(
+    settings: Settings,
+    *,
+    bootstrap: str,
+    worker_id: str,
+    web_port: int | None = None,
+    on_not_ready: Any = None,
+) -> tuple[Any, PipelineShell]:
+    """The App with its tables, agent, timers, metrics and readiness, ready to run."""
     registry = load_registry(settings.contracts_file, settings.capabilities_file)
-    app = create_app(settings, bootstrap=bootstrap, worker_id=worker_id)
+    app = create_app(
+        settings, bootstrap=bootstrap, worker_id=worker_id, web_port=web_port, web_host=settings.web_host
+    )
     names = TopicNames(settings.topic_prefix)
-    tables = define_tables(app, settings.partitions)
+    tables = define_tables(app, settings.partitions, faust_seam.RocksStores())
     decide = rules.decide if settings.supervisor == "rules" else None
     processor = Processor(registry, Pipeline(registry, language=settings.language), decide)
     out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
     control = app.topic(names.control, key_serializer="raw", value_serializer="raw")
+    metrics = GuardianMetrics()
     shell = PipelineShell(
         processor=processor,
         names=names,
         tables=tables,
-        store=FaustStore(tables, PendingWrites(tables.batched())),
+        store=FaustStore(tables, PendingWrites(tables.batched(), tables.access)),
         out_topics=out_topics,
         control_topic=control,
         sweep_every_s=settings.dedup_sweep_s,
+        metrics=metrics,
     )
     if settings.supervisor == "gemini":
+        from supervisor.gemini import GeminiBackend
         from supervisor.lanes import attach_lanes
 
-        attach_lanes(app, shell, settings)
+        lanes = attach_lanes(app, shell, settings)
+        if isinstance(lanes.backend, GeminiBackend):
+            lanes.backend.on_call = metrics.model_call
+            lanes.backend.on_fallback = metrics.model_fallback
     register_agents(app, shell)
+    readiness = health.Readiness(
+        app, settings.ready_timeout_s, on_not_ready if on_not_ready is not None else (lambda _r: None)
+    )
+    app.on_partitions_assigned.connect(lambda *_a, **_k: readiness.on_assigned())
+    app.on_partitions_revoked.connect(lambda *_a, **_k: readiness.on_revoked())
+    health.register(app, readiness, metrics, lambda: input_lag(app, names))
+    shell.readiness = readiness
     return app, shell
+
+
+def input_lag(app: Any, names: TopicNames) -> dict[tuple[str, int], tuple[int, int | None]]:
+    """(topic, partition) -> (high watermark, committed offset) of the assigned input partitions."""
+    consumer = app.consumer
+    committed = faust_seam.committed_offsets(consumer)
+    inputs = {names.prefix + s for s in INPUT_SUFFIXES}
+    lag: dict[tuple[str, int], tuple[int, int | None]] = {}
+    for tp in list(consumer.assignment()):
+        if tp.topic not in inputs:
+            continue
+        try:
+            high = consumer.highwater(tp)
+        except (KeyError, AssertionError):  # the partition moved since assignment() was read
+            continue
+        if high is None:
+            continue
+        done = committed.get(tp)
+        lag[(tp.topic, tp.partition)] = (int(high), None if done is None else int(done))
+    return lag
 
 
 def default_worker_id() -> str:
     return os.environ.get("GUARDIAN_WORKER_ID") or "w0"
 
 
+def _say(text: str) -> None:
+    print(f"guardian worker: {text}", file=sys.stderr, flush=True)
+
+
+def web_port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+async def _preflight(bootstrap: str, settings: Settings) -> None:
+    await wait_for_broker(bootstrap, BROKER_WAIT_S)
+    await ensure_worker_topics(
+        bootstrap,
+        TopicNames(settings.topic_prefix),
+        settings.partitions,
+        timeout_s=settings.ready_timeout_s,
+        say=_say,
+    )
+
+
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     try:
         load_registry(settings.contracts_file, settings.capabilities_file)
     except RegistryError as exc:
-        print(f"guardian worker: broken registry: {exc}", file=sys.stderr)
-        return 2
+        _say(f"broken registry: {exc}")
+        return Exit.USAGE
     bootstrap = settings.resolve_bootstrap()
+    quiet_client_logs()
     try:
-        app, _shell = build_worker_app(
-            settings, bootstrap=bootstrap, worker_id=args.worker_id or default_worker_id()
+        asyncio.run(_preflight(bootstrap, settings))
+    except PartitionMismatch as exc:
+        _say(str(exc))
+        return Exit.BAD_INPUT
+    except TopicError as exc:
+        _say(str(exc))
+        return Exit.INTERNAL
+    except TopicsNotReady as exc:
+        _say(str(exc))
+        return Exit.NOT_READY
+    except TimeoutError as exc:
+        _say(unreachable(bootstrap, exc))
+        return Exit.BROKER_UNREACHABLE
+    except (KafkaError, OSError) as exc:
+        _say(unreachable(bootstrap, exc))
+        return Exit.BROKER_UNREACHABLE
+    web_port = settings.web_port or None
+    if web_port is not None and not web_port_free(settings.web_host, web_port):
+        _say(
+            f"the web port {settings.web_host}:{web_port} is in use: give each worker on this machine "
+            "its own GUARDIAN_WEB_PORT (0 turns the web server off)"
+        )
+        return Exit.USAGE
+    stop = StopReason()
+
+    def not_ready(reason: str) -> None:
+        stop.code, stop.message = Exit.NOT_READY, reason
+        _say(reason)
+        os.kill(os.getpid(), signal.SIGTERM)  # faust's own graceful stop
+
+    try:
+        app, shell = build_worker_app(
+            settings,
+            bootstrap=bootstrap,
+            worker_id=args.worker_id or default_worker_id(),
+            web_port=web_port,
+            on_not_ready=not_ready,
         )
     except RegistryError as exc:
-        print(f"guardian worker: broken registry: {exc}", file=sys.stderr)
-        return 2
-    import faust
-
+        _say(f"broken registry: {exc}")
+        return Exit.USAGE
+    try:
+        faust_seam.check(app, shell.tables.all())
+        expected = changelog_topics(shell.names)
+        found = faust_seam.changelog_topic_names(shell.tables.all())
+        if found != expected:
+            raise faust_seam.SeamError(
+                f"faust names the changelog topics {found}, not {expected} ({faust_seam.library_versions()})"
+            )
+    except faust_seam.SeamError as exc:
+        _say(str(exc))
+        return Exit.INTERNAL
+    web = f", metrics on http://{settings.web_host}:{web_port}/metrics" if web_port else ""
     print(
         f"guardian worker on {bootstrap} (prefix {settings.topic_prefix!r}, "
         f"{settings.partitions} partitions, "
-        f"supervisor {settings.supervisor}) host {socket.gethostname()}",
+        f"supervisor {settings.supervisor}) host {socket.gethostname()}{web}",
         flush=True,
     )
-    worker = faust.Worker(app, loglevel=args.loglevel, quiet=True)
-    worker.execute_from_commandline()
-    return 0
+    worker = faust_seam.new_worker(app, args.loglevel)
+    assert shell.readiness is not None and shell.metrics is not None
+    watching = worker.loop.create_task(health.watchdog(shell.readiness, shell.metrics))
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        if stop.code is not None:
+            return stop.code
+        code = exc.code if isinstance(exc.code, int) else Exit.INTERNAL
+        return Exit.OK if code == 0 else Exit.INTERNAL
+    finally:
+        watching.cancel()
+    return stop.code if stop.code is not None else Exit.OK

@@ -34,7 +34,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -386,6 +386,19 @@ class GeminiBackend:
         #: HTTP calls made so far (every attempt counts)
         self.http_calls = 0
         self.fallbacks = 0
+        #: hooks a caller may set (the worker's metrics): ``on_call(outcome, seconds, attempt)``
+        #: after every HTTP call, ``on_fallback(reason)`` when the rules decide instead
+        self.on_call: Callable[[str, float, int], None] | None = None
+        self.on_fallback: Callable[[str], None] | None = None
+
+    def _told(self, outcome: str, seconds: float, attempt: int) -> None:
+        if self.on_call is not None:
+            self.on_call(outcome, seconds, attempt)
+
+    def _fell_back(self, reason: str) -> None:
+        self.fallbacks += 1
+        if self.on_fallback is not None:
+            self.on_fallback(reason)
 
     async def aclose(self) -> None:
         """Close the SDK's async and sync HTTP clients."""
@@ -404,15 +417,15 @@ class GeminiBackend:
         context = build_context(exp, device, trigger, registry=self.registry)
         outcome = await self.ask(system_instruction(exp), orjson.dumps(context).decode())
         if outcome.failure is not None:
-            self.fallbacks += 1
+            self._fell_back("call_failed")
             return fallback(exp, trigger, outcome.failure)
         answer = parse_answer(outcome.text)
         if isinstance(answer, str):
-            self.fallbacks += 1
+            self._fell_back("bad_answer")
             return fallback(exp, trigger, answer)
         verdict = verdict_from_answer(answer, exp, trigger, self.registry)
         if isinstance(verdict, str):
-            self.fallbacks += 1
+            self._fell_back("invalid_decision")
             return fallback(exp, trigger, verdict)
         return verdict
 
@@ -443,6 +456,7 @@ class GeminiBackend:
             timeout_s = min(opts.timeout_ms / 1000, remaining)
             attempts += 1
             self.http_calls += 1
+            began = loop.time()
             try:
                 async with asyncio.timeout(timeout_s + CALL_GRACE_S):
                     response = await self._client.aio.models.generate_content(
@@ -450,21 +464,30 @@ class GeminiBackend:
                     )
             except errors.ClientError as exc:
                 if exc.code != 429:
+                    self._told("http_4xx", loop.time() - began, attempts)
                     return CallOutcome(None, f"HTTP {exc.code} {exc.status or ''}".strip(), attempts)
                 last = "HTTP 429"
+                self._told("http_429", loop.time() - began, attempts)
             except errors.ServerError as exc:
                 last = f"HTTP {exc.code} {exc.status or ''}".strip()
+                self._told("http_5xx", loop.time() - began, attempts)
             except errors.APIError as exc:
+                self._told("bad_response", loop.time() - began, attempts)
                 return CallOutcome(None, f"HTTP {exc.code}", attempts)
             except (errors.UnknownApiResponseError, json.JSONDecodeError):
+                self._told("bad_response", loop.time() - began, attempts)
                 return CallOutcome(None, "response body is not JSON", attempts)
             except ValidationError:
+                self._told("bad_response", loop.time() - began, attempts)
                 return CallOutcome(None, "response body is not a generateContent response", attempts)
             except (httpx2.TimeoutException, TimeoutError):
                 last = f"timeout after {round(timeout_s * 1000)} ms"
+                self._told("timeout", loop.time() - began, attempts)
             except httpx2.TransportError as exc:
                 last = f"connection error ({type(exc).__name__})"
+                self._told("connection", loop.time() - began, attempts)
             else:
+                self._told("ok", loop.time() - began, attempts)
                 return CallOutcome(response.text, None, attempts)
             logger.info("gemini call %d failed: %s", attempts, last)
             if attempt < opts.retries:

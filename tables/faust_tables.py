@@ -9,7 +9,9 @@ under its own key), ``seen`` (the dedup memory, one small key per seen event:
 of the plan's record. All three are written in batches (``tables.writes``) in the partition of the
 record being processed.
 
-The app is passed in (``define_tables(app)``): this package never imports ``streams``.
+The app is passed in (``define_tables(app)``): this package never imports ``streams``. So is the
+access to the stores' per-partition RocksDB databases (:class:`StoreAccess`, which
+``streams.faust_seam.RocksStores`` implements: faust keeps them below its public surface).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import orjson
 
 from tables.state import DeviceState, ExperienceState
-from tables.writes import PendingWrites
+from tables.writes import PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
 
 SEP = "\x1f"
@@ -41,11 +43,17 @@ ROCKSDB_OPTIONS = {
 }
 
 
+#: the tables, by name (faust names their changelog topics ``<app id>-<name>-changelog``)
+TABLE_NAMES = ("devices", "seen", "owners")
+
+
 @dataclass
 class GuardianTables:
     devices: Any
     seen: Any
     owners: Any
+    #: how the stores' partition databases are reached (``streams.faust_seam.RocksStores``)
+    access: StoreAccess
 
     def all(self) -> list[Any]:
         return [self.devices, self.seen, self.owners]
@@ -55,7 +63,7 @@ class GuardianTables:
         return {"devices": self.devices, "seen": self.seen, "owners": self.owners}
 
 
-def define_tables(app: Any, partitions: int) -> GuardianTables:
+def define_tables(app: Any, partitions: int, access: StoreAccess) -> GuardianTables:
     """Declare the tables on ``app`` (raw bytes in and out: the states serialise themselves)."""
     common: dict[str, Any] = {
         "partitions": partitions,
@@ -65,10 +73,12 @@ def define_tables(app: Any, partitions: int) -> GuardianTables:
         # database: with three tables of eight partitions that is far past a worker's memory budget
         "options": dict(ROCKSDB_OPTIONS),
     }
+    devices, seen, owners = TABLE_NAMES
     return GuardianTables(
-        devices=app.Table("devices", help="device + experience state, applied offsets, output log", **common),
-        seen=app.Table("seen", help="dedup memory: one key per seen event", **common),
-        owners=app.GlobalTable("owners", help="experience_id -> device_id", **common),
+        devices=app.Table(devices, help="device + experience state, applied offsets, output log", **common),
+        seen=app.Table(seen, help="dedup memory: one key per seen event", **common),
+        owners=app.GlobalTable(owners, help="experience_id -> device_id", **common),
+        access=access,
     )
 
 
@@ -294,7 +304,7 @@ class FaustStore:
 
     def pending_experiences(self) -> Iterator[tuple[int, ExperienceState]]:
         """(partition, experience) of every local experience with triggers awaiting a decision."""
-        for partition, db in sorted(getattr(self.tables.devices.data, "_dbs", {}).items()):
+        for partition, db in sorted(self.tables.access.dbs(self.tables.devices).items()):
             for key, raw in db.items():
                 if not is_entry_key(bytes(key)):
                     continue
@@ -324,7 +334,7 @@ class FaustStore:
         waiting, raw_pending = self.writes.pending("owners", key)
         if waiting:
             return None if raw_pending is None else raw_pending.decode()
-        dbs: dict[int, Any] = getattr(self.tables.owners.data, "_dbs", {})
+        dbs = self.tables.access.dbs(self.tables.owners)
         first = dbs.get(self.partition) if self.partition is not None else None
         if first is not None:
             raw = first.get(key)

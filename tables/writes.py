@@ -18,19 +18,34 @@ sent).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 from rocksdict import WriteBatch
 
 
+class StoreAccess(Protocol):
+    """The per-partition RocksDB databases of a faust table's store (faust keeps them below its
+    public surface: ``streams.faust_seam.RocksStores`` implements this)."""
+
+    def dbs(self, table: Any) -> Mapping[int, Any]:
+        """partition -> open database, for the partitions this worker holds."""
+        ...
+
+    def db(self, table: Any, partition: int) -> Any:
+        """The database of one partition (opened if needed)."""
+        ...
+
+
 class PendingWrites:
     """Table writes (``(table, partition) -> {key: value or None}``) and output records of a batch."""
 
-    def __init__(self, tables: dict[str, Any]) -> None:
+    def __init__(self, tables: dict[str, Any], access: StoreAccess) -> None:
         #: name -> faust table (its ``data`` is faust's RocksDB store, ``changelog_topic`` its topic)
         self.tables = tables
+        #: the stores' partition databases (``streams.faust_seam.RocksStores``)
+        self.access = access
         self._puts: dict[tuple[str, int], dict[bytes, bytes | None]] = {}
         self._outs: list[tuple[str, bytes | None, bytes]] = []
         self._partitions: dict[str, list[int]] = {}
@@ -65,14 +80,14 @@ class PendingWrites:
         waiting, value = self.pending(table, key)
         if waiting:
             return value
-        for db in list(getattr(self.tables[table].data, "_dbs", {}).values()):
+        for db in list(self.access.dbs(self.tables[table]).values()):
             value = db.get(key)
             if value is not None:
                 return bytes(value)
         return None
 
     def db(self, table: str, partition: int) -> Any:
-        return self.tables[table].data._db_for_partition(partition)
+        return self.access.db(self.tables[table], partition)
 
     def discard(self) -> None:
         """Forget everything not flushed yet."""

@@ -19,20 +19,36 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import signal
+import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from aiokafka.errors import KafkaError
 
-from guardian.admin import create_topics, delete_topics, wait_for_broker
+from guardian.admin import create_topics, delete_topics, wait_for_broker, worker_topics
 from guardian.kafka_local import BrokerError, LocalBroker, free_port, run_sync
 from guardian.settings import Settings
 from topics.names import TopicNames
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM ends the run as Ctrl-C does: pytest then tears the fixtures down, so the session's
+    broker and every test's workers (stopped in ``finally`` blocks) do not outlive it."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
 BROKER_START_TIMEOUT_S = 120.0
 
 
@@ -43,9 +59,11 @@ def make_guardian_env(
     data_dir: Path,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment of a ``guardian`` subprocess that talks to this broker and these topics."""
+    """The environment of a ``guardian`` subprocess that talks to this broker and these topics (a
+    worker's web server on a free port: the default one may be taken by another run)."""
     env = dict(os.environ if base is None else base)
     env.update(
+        GUARDIAN_WEB_PORT=str(free_port()),
         GUARDIAN_KAFKA_BOOTSTRAP=bootstrap,
         GUARDIAN_TOPIC_PREFIX=prefix,
         GUARDIAN_PARTITIONS=str(partitions),
@@ -158,14 +176,14 @@ def kafka_partitions() -> int:
 
 @pytest.fixture
 def topic_prefix(kafka_bootstrap: str, kafka_partitions: int) -> Iterator[str]:
-    """A prefix unique to this test (``t<8 hex>.``), every topic of ``TopicNames.all()`` created."""
+    """A prefix unique to this test (``t<8 hex>.``), every topic a worker uses created (with leaders)."""
     prefix = f"t{uuid.uuid4().hex[:8]}."
     names = TopicNames(prefix)
     run_sync(lambda: create_topics(kafka_bootstrap, names, kafka_partitions))
     yield prefix
     # best effort: a broker stopped by the test itself is not a failure of the test
     with contextlib.suppress(KafkaError, OSError, TimeoutError):
-        run_sync(lambda: delete_topics(kafka_bootstrap, names.all(), timeout_s=20.0))
+        run_sync(lambda: delete_topics(kafka_bootstrap, worker_topics(names), timeout_s=20.0))
 
 
 @pytest.fixture

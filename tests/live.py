@@ -17,22 +17,30 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from guardian.kafka_local import free_port
 from guardian.replay import InputRecord
 from topics.names import OUTPUT_SUFFIXES, TopicNames
 
 
 @dataclass
 class WorkerProcess:
-    """One ``guardian worker`` in its own process group, logging to a file."""
+    """One ``guardian worker`` in its own process group, logging to a file, its web server on a
+    free port of its own (``metrics_url``)."""
 
     env: dict[str, str]
     log_path: Path
     worker_id: str = "w0"
     proc: subprocess.Popen[bytes] | None = None
+    web_port: int = field(default_factory=free_port)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
 
     def start(self) -> WorkerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
+        env = {**self.env, "GUARDIAN_WEB_PORT": str(self.web_port), "GUARDIAN_WEB_HOST": "127.0.0.1"}
         try:
             self.proc = subprocess.Popen(
                 [
@@ -45,7 +53,7 @@ class WorkerProcess:
                     "--loglevel",
                     "warn",
                 ],
-                env=self.env,
+                env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gemini_stub import GeminiStub, answer, error, gemini_stub  # noqa: F401
 from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce
@@ -126,8 +128,24 @@ def test_model_failures_fall_back_to_the_rules_and_the_timeline_says_why(
                 kafka_bootstrap, names, lambda o: len(o.values["decisions"]) >= 3, timeout_s=90, settle_s=1.0
             )
         )
+        with urllib.request.urlopen(f"{worker.base_url}/metrics", timeout=10) as response:
+            scraped = response.read().decode()
     finally:
         worker.stop()
+    found = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(scraped)
+        for sample in family.samples
+    }
+    # the worker's metrics tell the same story: three calls (503, timeout, bad answer), three fallbacks
+    calls = {dict(k[1])["outcome"]: v for k, v in found.items() if k[0] == "guardian_model_calls_total"}
+    assert calls == {"http_5xx": 1, "timeout": 1, "ok": 1}
+    fallbacks = {
+        dict(k[1])["reason"]: v for k, v in found.items() if k[0] == "guardian_model_fallbacks_total"
+    }
+    assert fallbacks == {"call_failed": 2, "bad_answer": 1}
+    assert found[("guardian_model_call_duration_seconds_count", ())] == 3
+    assert found[("guardian_model_retries_total", ())] == 0
     decisions = list(assert_single_content(out.values["decisions"], "decision_id").values())
     assert [d["backend"] for d in decisions] == ["fallback", "fallback", "fallback"]
     assert [d["decision"] for d in decisions] == ["continue", "ask_user", "return_to_station"]

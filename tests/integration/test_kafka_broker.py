@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from guardian.admin import admin_client, create_topics, partition_counts
+from guardian.admin import admin_client, create_topics, partition_counts, worker_topics
+from guardian.exitcodes import Exit
 from guardian.kafka_local import LocalBroker, _read_cmdline
 from guardian.settings import Settings
 from tests.live import run_guardian
@@ -117,7 +118,7 @@ def test_cli_up_status_topics_down(cli_env: dict[str, str], tmp_path: Path) -> N
 
     # topics: created, then idempotent, then a partition count that does not match is refused
     names = TopicNames(cli_env["GUARDIAN_TOPIC_PREFIX"])
-    count = len(names.all())
+    count = len(worker_topics(names))
     created = _guardian(cli_env, "topics", "create")
     assert created.returncode == 0, created.stderr
     assert f"{count} topic(s) created, 0 already there, 3 partitions each" in created.stdout
@@ -125,7 +126,7 @@ def test_cli_up_status_topics_down(cli_env: dict[str, str], tmp_path: Path) -> N
     assert twice.returncode == 0, twice.stderr
     assert f"0 topic(s) created, {count} already there" in twice.stdout
     wrong = _guardian(cli_env, "topics", "create", "--partitions", "5")
-    assert wrong.returncode == 1
+    assert wrong.returncode == Exit.BAD_INPUT
     assert "Traceback" not in wrong.stderr
     assert re.search(
         rf"^guardian: topic {re.escape(cli_env['GUARDIAN_TOPIC_PREFIX'])}[a-z-]+ exists with 3 partitions, "

@@ -1,4 +1,4 @@
-"""The fetch hand-off without a task per message (``streams.transport``)."""
+"""The fetch hand-off without a task per message (``streams.faust_seam``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streams.app import GuardianApp
-from streams.transport import EagerConsumer, EagerTransport, run_eagerly
+from streams.faust_seam import EagerConsumer, EagerTransport, run_eagerly
 
 
 def test_a_coroutine_that_does_not_suspend_finishes_without_a_task() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from guardian.admin import probe_broker, wait_for_broker
+from guardian.exitcodes import Exit
 from guardian.kafka_local import COMPLETE_MARKER, KAFKA_VERSION, _java_major, _mvn_reason, free_port
 from tests.live import run_guardian
 
@@ -67,9 +68,9 @@ def _guardian(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return run_guardian(env, *args, timeout_s=CLI_TIMEOUT_S)
 
 
-def _one_failure_line(result: subprocess.CompletedProcess[str]) -> str:
-    """The single stderr line of a failed command (exit 1, no traceback)."""
-    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+def _one_failure_line(result: subprocess.CompletedProcess[str], code: int = Exit.INTERNAL) -> str:
+    """The single stderr line of a failed command (exit ``code``, no traceback)."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) >= 1
@@ -267,7 +268,7 @@ def test_topics_create_without_a_broker_is_one_line(tmp_path: Path) -> None:
         PATH=os.environ.get("PATH", ""),
         GUARDIAN_KAFKA_BOOTSTRAP=f"127.0.0.1:{free_port()}",
     )
-    line = _one_failure_line(_guardian(env, "topics", "create"))
+    line = _one_failure_line(_guardian(env, "topics", "create"), Exit.BROKER_UNREACHABLE)
     assert "did not answer" in line
     assert "guardian kafka up" in line
     assert len([ln for ln in _guardian(env, "topics", "create").stderr.splitlines() if ln.strip()]) == 1

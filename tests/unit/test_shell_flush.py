@@ -9,6 +9,7 @@ from typing import Any
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
 from streams.agents import PipelineShell
+from streams.faust_seam import RocksStores
 from supervisor import rules
 from tables.faust_tables import FaustStore, GuardianTables
 from tables.writes import PendingWrites
@@ -49,7 +50,9 @@ def shell_over(
         name: FakeTable(FakeStore(tmp_path / name), FakeTopic(f"app-{name}-changelog"))
         for name in ("devices", "seen", "owners")
     }
-    guardian = GuardianTables(devices=tables["devices"], seen=tables["seen"], owners=tables["owners"])
+    guardian = GuardianTables(
+        devices=tables["devices"], seen=tables["seen"], owners=tables["owners"], access=RocksStores()
+    )
     registry = load_registry()
     names = TopicNames("g.")
     lost: list[BaseException] = []
@@ -61,7 +64,7 @@ def shell_over(
         processor=Processor(registry, Pipeline(registry), rules.decide),
         names=names,
         tables=guardian,
-        store=FaustStore(guardian, PendingWrites(guardian.batched())),
+        store=FaustStore(guardian, PendingWrites(guardian.batched(), guardian.access)),
         out_topics={k: getattr(names, k) for k in ("decisions", "dispatch", "timeline", "deadletter")},
         control_topic=None,
         producer=lambda: producer,

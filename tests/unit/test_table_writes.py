@@ -15,6 +15,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 from rocksdict import Options, Rdict
 
+from streams.faust_seam import RocksStores
 from tables.faust_tables import DeviceEntry, FaustStore, GuardianTables, is_entry_key, plan_key
 from tables.state import DeviceState, ExperienceState
 from tables.writes import PendingWrites
@@ -128,7 +129,7 @@ def run(coro: Any) -> Any:
 
 
 def test_reads_see_pending_writes_and_the_last_value_of_a_key_wins(tables: Any) -> None:
-    writes = PendingWrites({"devices": tables["devices"], "seen": tables["seen"]})
+    writes = PendingWrites({"devices": tables["devices"], "seen": tables["seen"]}, RocksStores())
     writes.put("seen", 2, b"k", b"first")
     writes.put("seen", 2, b"k", b"second")
     assert writes.get("seen", 2, b"k") == b"second"
@@ -144,7 +145,7 @@ def test_reads_see_pending_writes_and_the_last_value_of_a_key_wins(tables: Any) 
 
 
 def test_a_delete_is_a_tombstone_in_the_changelog_and_gone_from_rocksdb(tables: Any) -> None:
-    writes = PendingWrites({"seen": tables["seen"]})
+    writes = PendingWrites({"seen": tables["seen"]}, RocksStores())
     writes.put("seen", 0, b"old", b"1")
     producer = RecordingProducer()
     run(writes.flush(producer))
@@ -156,7 +157,7 @@ def test_a_delete_is_a_tombstone_in_the_changelog_and_gone_from_rocksdb(tables: 
 
 
 def test_a_delivered_changelog_batch_advances_the_persisted_offset(tables: Any) -> None:
-    writes = PendingWrites({"devices": tables["devices"]})
+    writes = PendingWrites({"devices": tables["devices"]}, RocksStores())
     producer = RecordingProducer()
 
     async def twice() -> None:
@@ -171,7 +172,7 @@ def test_a_delivered_changelog_batch_advances_the_persisted_offset(tables: Any) 
 
 
 def test_a_failed_batch_does_not_advance_the_persisted_offset(tables: Any) -> None:
-    writes = PendingWrites({"devices": tables["devices"]})
+    writes = PendingWrites({"devices": tables["devices"]}, RocksStores())
     producer = RecordingProducer(fail=True)
     writes.put("devices", 0, b"d", b"v")
 
@@ -184,7 +185,7 @@ def test_a_failed_batch_does_not_advance_the_persisted_offset(tables: Any) -> No
 
 
 def test_large_batches_are_split_to_the_producers_batch_size(tables: Any) -> None:
-    writes = PendingWrites({"seen": tables["seen"]})
+    writes = PendingWrites({"seen": tables["seen"]}, RocksStores())
     for i in range(7):
         writes.put("seen", 3, f"k{i}".encode(), b"v")
     producer = RecordingProducer(capacity=3)
@@ -194,7 +195,7 @@ def test_large_batches_are_split_to_the_producers_batch_size(tables: Any) -> Non
 
 
 def test_outputs_are_partitioned_like_kafkas_default_partitioner(tables: Any) -> None:
-    writes = PendingWrites({"seen": tables["seen"]})
+    writes = PendingWrites({"seen": tables["seen"]}, RocksStores())
     keys = [f"airbot-{i:04d}".encode() for i in range(40)]
     for key in keys:
         writes.send("g.timeline", key, b"{}")
@@ -210,7 +211,7 @@ def test_outputs_are_partitioned_like_kafkas_default_partitioner(tables: Any) ->
 
 
 def test_discard_forgets_what_was_not_flushed(tables: Any) -> None:
-    writes = PendingWrites({"seen": tables["seen"]})
+    writes = PendingWrites({"seen": tables["seen"]}, RocksStores())
     writes.put("seen", 0, b"k", b"v")
     writes.send("g.timeline", b"k", b"{}")
     writes.discard()
@@ -226,8 +227,10 @@ def plan_dict(experience_id: str) -> dict[str, Any]:
 
 
 def store_over(tables: Any) -> FaustStore:
-    guardian = GuardianTables(devices=tables["devices"], seen=tables["seen"], owners=tables["owners"])
-    return FaustStore(guardian, PendingWrites(guardian.batched()))
+    guardian = GuardianTables(
+        devices=tables["devices"], seen=tables["seen"], owners=tables["owners"], access=RocksStores()
+    )
+    return FaustStore(guardian, PendingWrites(guardian.batched(), guardian.access))
 
 
 def experience(device_id: str, experience_id: str) -> ExperienceState:

@@ -1,0 +1,333 @@
+"""The one module that touches faust's, mode's, aiokafka's and rocksdict's private parts.
+
+Everything the worker needs below these libraries' public surface is here, and nowhere else:
+:func:`check` verifies every attribute it relies on when the worker starts, and a missing one
+stops the worker with the library versions and the attribute's name (never a silent fallback).
+The versions verified are pinned in ``pyproject.toml``; upgrading one means running the unit and
+integration tiers and this module's check.
+
+What is used, and why:
+
+- ``faust.App._new_transport``: the App builds :class:`EagerTransport` (below).
+- ``faust.transport.conductor.Conductor._build_handler``: :class:`BatchConductor` hands chosen
+  topics' messages to the pipeline's inbox instead of faust's per-message stream path.
+- mode's ``Service.wait_first`` with ``_stopped``/``_crashed``: :class:`EagerConsumer` hands a
+  fetched message over without a task per message.
+- the RocksDB store's ``_dbs`` (partition -> open ``Rdict``) and ``_db_for_partition``: the
+  batched table writes, the dedup sweep, the recovery rescan and the owner lookup read and write
+  the partition databases directly (:class:`RocksStores`).
+- ``app.producer._ensure_producer``: the running ``AIOKafkaProducer`` the batched writes go
+  through (faust flushes it before every offset commit).
+- ``consumer._committed_offset``: the committed offsets, to prune a device's output log.
+- ``app.producer.buffer.max_messages``: the depth of faust's producer buffer.
+- ``app.tables.recovery`` (``completed``, ``active_highwaters``/``active_offsets``): readiness
+  and recovery progress.
+- ``faust.utils.terminal.spinners.SpinnerHandler``: the terminal spinner's log handler, whose
+  DEBUG level is undone (``restore_log_level``).
+
+The fetch hand-off:
+faust's Kafka transport with cheaper hand-offs from the fetcher to the pipeline.
+
+Two changes, both below faust's public surface (faust keeps the consumer group, the assignment,
+fetching, flow control, acks and commits, the tables and their changelogs):
+
+**Batches for the pipeline's own topics** (:class:`BatchConductor`). faust turns every fetched
+message into an ``Event``, puts it on a channel queue and runs it through a ``Stream`` (sensors,
+current event, acks): on our machines a faust agent that does nothing but ack handles 7,750–9,040
+messages/s. The conductor can instead hand the messages of chosen topics straight to a sink (the
+pipeline's inbox, drained in batches), after faust's flow control and with the message's
+reference taken as faust's own delivery does; the same do-nothing loop then commits about 18,700
+messages/s (``guardian bench``'s floors). The sink acks each message once what it caused is
+delivered.
+
+**No task per message** (:class:`EagerConsumer`).
+
+For every fetched message faust's consumer runs ``wait_first(callback(message), suspend_flow)``:
+the callback hands the message to the streams' buffers, and the race against ``suspend_flow``
+lets a rebalance abandon a hand-off that is blocked (flow control suspended, a full buffer).
+``mode``'s ``wait_first`` makes four tasks and an ``asyncio.wait`` per call, which on our
+machines was about 40% of a bare faust agent's cost per message (7,500 messages/s without this
+change, 12,000 with it).
+
+:class:`EagerConsumer` runs the callback eagerly up to its first suspension: almost always it
+completes right there (the buffer had room) and no task is made; if it does suspend, the started
+callback joins the original race, so a blocked hand-off is abandoned exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping, MutableSet
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import faust
+from faust.transport.conductor import Conductor
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP, TransportT
+from mode.services import WaitResults
+
+#: where the batch conductor hands a message: (message) -> awaitable
+Sink = Callable[[Any], Awaitable[None]]
+
+
+class Started:
+    """An awaitable that goes on with a coroutine already run up to its first suspension."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
+        self.coro = coro
+        self.yielded = yielded
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, value = self.coro, self.yielded
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - relayed into the coroutine, as `await` does
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def _finish(started: Started) -> Any:
+    return await started
+
+
+def run_eagerly(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run ``coro`` up to its first suspension: ``(True, result)`` if it finished there, else
+    ``(False, awaitable)`` to wait for the rest. Its exceptions propagate."""
+    try:
+        yielded = coro.send(None)
+    except StopIteration as stop:
+        return True, stop.value
+    return False, _finish(Started(coro, yielded))
+
+
+class EagerConsumer(faust_aiokafka.Consumer):
+    """faust's aiokafka consumer, handing each fetched message over without a task per message."""
+
+    async def wait_first(self, *coros: Any, timeout: Any = None) -> WaitResults:  # noqa: ASYNC109 - mode's signature
+        first = coros[0] if coros else None
+        if (
+            timeout is not None
+            or not asyncio.iscoroutine(first)
+            or self._stopped.is_set()
+            or self._crashed.is_set()
+        ):
+            return await super().wait_first(*coros, timeout=timeout)
+        done, outcome = run_eagerly(first)
+        if done:
+            for other in coros[1:]:
+                if asyncio.iscoroutine(other):
+                    other.close()  # never started: nothing to cancel
+            return WaitResults([first], [outcome], False)
+        return await super().wait_first(outcome, *coros[1:])
+
+
+class BatchConductor(Conductor):
+    """faust's conductor, handing the messages of :meth:`route`'s topics to a sink."""
+
+    batch_topics: frozenset[str] = frozenset()
+    batch_sink: Sink | None = None
+
+    def route(self, topics: set[str], sink: Sink) -> None:
+        """Messages of ``topics`` go to ``sink`` (takes effect at the next assignment)."""
+        self.batch_topics = frozenset(topics)
+        self.batch_sink = sink
+
+    def _build_handler(self, tp: TP, channels: MutableSet[Any]) -> Any:
+        sink = self.batch_sink
+        if sink is None or tp.topic not in self.batch_topics:
+            return super()._build_handler(tp, channels)
+        acquire_flow_control = self.app.flow_control.acquire
+
+        async def on_message(message: Any) -> None:
+            await acquire_flow_control()  # suspended while partitions move and tables recover
+            message.incref(1)  # as faust's delivery to one channel: the sink's ack releases it
+            await sink(message)
+
+        return on_message
+
+
+class EagerTransport(faust_aiokafka.Transport):
+    """The aiokafka transport with :class:`EagerConsumer` and :class:`BatchConductor`."""
+
+    Consumer = EagerConsumer
+    Conductor = BatchConductor
+
+
+class SeamApp(faust.App):
+    """faust's App on :class:`EagerTransport` (a cheaper fetch hand-off)."""
+
+    def _new_transport(self) -> TransportT:
+        return EagerTransport(self.conf.broker_consumer, self)
+
+
+class SeamError(RuntimeError):
+    """faust (or mode, aiokafka, rocksdict) lacks something Guardian relies on: the installed
+    versions differ from the ones verified (pinned in ``pyproject.toml``)."""
+
+
+def library_versions() -> str:
+    """``faust-streaming X, mode-streaming Y, aiokafka Z, rocksdict W`` as installed."""
+    found = []
+    for dist in ("faust-streaming", "mode-streaming", "aiokafka", "rocksdict"):
+        try:
+            found.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            found.append(f"{dist} (not installed)")
+    return ", ".join(found)
+
+
+def _missing(what: str) -> SeamError:
+    return SeamError(
+        f"Guardian cannot run on the installed {library_versions()}: {what} is missing "
+        "(install the versions pinned in pyproject.toml)"
+    )
+
+
+def _attr(obj: Any, name: str, where: str) -> Any:
+    try:
+        return getattr(obj, name)
+    except AttributeError:
+        raise _missing(f"{where}.{name}") from None
+
+
+class RocksStores:
+    """faust's RocksDB store internals: the open database of each partition of a table."""
+
+    def dbs(self, table: Any) -> Mapping[int, Any]:
+        """partition -> open ``Rdict`` of ``table``'s store (the partitions this worker holds)."""
+        dbs = _attr(table.data, "_dbs", "faust.stores.rocksdb.Store")
+        return dict(dbs)
+
+    def db(self, table: Any, partition: int) -> Any:
+        """The ``Rdict`` of ``table``'s ``partition`` (opened if needed)."""
+        return _attr(table.data, "_db_for_partition", "faust.stores.rocksdb.Store")(partition)
+
+
+def aiokafka_producer(app: Any) -> Callable[[], Any]:
+    """A function returning faust's running ``AIOKafkaProducer``."""
+    return _attr(app.producer, "_ensure_producer", "faust.transport.drivers.aiokafka.Producer")  # type: ignore[no-any-return]
+
+
+def committed_offsets(consumer: Any) -> Mapping[Any, int]:
+    """TP -> committed offset, as faust's consumer keeps them (live: read it on every call)."""
+    return _attr(consumer, "_committed_offset", "faust.transport.consumer.Consumer")  # type: ignore[no-any-return]
+
+
+def set_producer_buffer(app: Any, max_messages: int) -> None:
+    """How many messages faust's producer buffer holds before the stream waits for it."""
+    buffer = _attr(app.producer, "buffer", "faust.transport.producer.Producer")
+    _attr(buffer, "max_messages", "faust.transport.producer.ProducerBuffer")
+    buffer.max_messages = max_messages
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """Where faust's table recovery stands."""
+
+    #: recovery done for the current assignment
+    completed: bool
+    #: changelog records still to read, per table changelog topic-partition being recovered
+    remaining: dict[tuple[str, int], int]
+
+
+def recovery(app: Any) -> Recovery:
+    rec = _attr(app.tables, "recovery", "faust.tables.manager.TableManager")
+    completed = _attr(rec, "completed", "faust.tables.recovery.Recovery").is_set()
+    highwaters = _attr(rec, "active_highwaters", "faust.tables.recovery.Recovery")
+    offsets = _attr(rec, "active_offsets", "faust.tables.recovery.Recovery")
+    remaining: dict[tuple[str, int], int] = {}
+    for tp, high in list(highwaters.items()):
+        if high is None or high < 0:
+            continue
+        done = offsets.get(tp)
+        left = high - (done if done is not None and done >= 0 else -1)
+        remaining[(str(tp.topic), int(tp.partition))] = max(0, int(left))
+    return Recovery(completed=bool(completed), remaining=remaining)
+
+
+def recovery_completed(app: Any) -> bool:
+    """Has faust's table recovery finished for the current assignment?"""
+    rec = _attr(app.tables, "recovery", "faust.tables.manager.TableManager")
+    return bool(_attr(rec, "completed", "faust.tables.recovery.Recovery").is_set())
+
+
+def producer_started(app: Any) -> bool:
+    """faust's aiokafka producer exists and has not stopped."""
+    producer = _attr(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
+    if producer is None:
+        return False
+    return not bool(_attr(producer, "_closed", "aiokafka.AIOKafkaProducer"))
+
+
+def new_worker(app: Any, loglevel: str) -> Any:
+    """faust's Worker for ``app``; its terminal spinner (cursor escape codes) only on a terminal."""
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    if not worker.stdout.isatty():
+        worker.spinner = None
+    return worker
+
+
+def is_spinner_handler(handler: logging.Handler) -> bool:
+    from faust.utils.terminal.spinners import SpinnerHandler
+
+    return isinstance(handler, SpinnerHandler)
+
+
+def changelog_topic_names(tables: Iterator[Any] | list[Any]) -> list[str]:
+    """The changelog topic of each faust table (public API: ``changelog_topic.get_topic_name``)."""
+    return [str(t.changelog_topic.get_topic_name()) for t in tables]
+
+
+def check(app: Any, tables: list[Any]) -> None:
+    """Verify, before the worker starts, every private attribute this module relies on.
+
+    Raises :class:`SeamError` naming the installed versions and the first attribute missing."""
+    from faust.stores import rocksdb as faust_rocksdb
+    from faust.tables.recovery import Recovery as FaustRecovery
+    from faust.transport import consumer as faust_consumer
+    from faust.transport import producer as faust_producer
+    from faust.utils.terminal import spinners
+    from mode import Service
+
+    for cls, name in (
+        (faust.App, "_new_transport"),
+        (Conductor, "_build_handler"),
+        (Service, "wait_first"),
+        (faust_rocksdb.Store, "_db_for_partition"),
+        (faust_aiokafka.Producer, "_ensure_producer"),
+        (faust_producer.ProducerBuffer, "max_messages"),
+        (spinners, "SpinnerHandler"),
+    ):
+        if not hasattr(cls, name):
+            raise _missing(f"{getattr(cls, '__qualname__', getattr(cls, '__name__', cls))}.{name}")
+    consumer = app.consumer
+    for name in ("_committed_offset", "_stopped", "_crashed"):
+        _attr(consumer, name, "faust.transport.consumer.Consumer")
+    if not isinstance(consumer, faust_consumer.Consumer):
+        raise _missing("faust.transport.consumer.Consumer as the App's consumer")
+    _attr(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
+    rec = app.tables.recovery
+    for name in ("completed", "active_highwaters", "active_offsets"):
+        _attr(rec, name, "faust.tables.recovery.Recovery")
+    if not isinstance(rec, FaustRecovery):
+        raise _missing("faust.tables.recovery.Recovery as the table manager's recovery")
+    stores = RocksStores()
+    for table in tables:
+        store = table.data
+        if not isinstance(store, faust_rocksdb.Store):
+            raise _missing(f"a RocksDB store for table {table.name} (found {type(store).__name__})")
+        stores.dbs(table)

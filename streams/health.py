@@ -1,0 +1,144 @@
+"""Is the worker alive, is it ready, and what does it count: ``/healthz``, ``/ready``, ``/metrics``.
+
+A worker is *ready* when it has a partition assignment, faust's table recovery for that assignment
+is complete, the stream flows (faust suspends it during a rebalance) and the producer runs.
+:class:`Readiness` also watches start-up and every rebalance: a worker not ready within
+``GUARDIAN_READY_TIMEOUT_S`` while its recovery makes no progress says in one log line what is
+missing and stops with exit code 5 (``guardian.exitcodes.Exit.NOT_READY``), so its process
+supervisor restarts it instead of it waiting silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from streams import faust_seam
+from streams.metrics import GuardianMetrics, LiveCollector
+
+log = logging.getLogger(__name__)
+
+#: how often the watchdog looks
+WATCH_EVERY_S = 0.5
+
+
+@dataclass
+class Readiness:
+    """The worker's readiness, from faust's state (read through ``streams.faust_seam``)."""
+
+    app: Any
+    timeout_s: float
+    #: called with the reason when the worker was not ready in time (stops the worker)
+    on_timeout: Callable[[str], Any]
+    assigned: bool = False
+    #: monotonic time since which the worker has been waiting to be ready (None: ready)
+    waiting_since: float | None = field(default_factory=time.monotonic)
+    #: recovery progress seen last (records still to read), and when it last moved
+    last_remaining: int | None = None
+    last_progress: float = field(default_factory=time.monotonic)
+    gave_up: bool = False
+
+    def on_assigned(self) -> None:
+        self.assigned = True
+        self._wait()
+
+    def on_revoked(self) -> None:
+        self.assigned = False
+        self._wait()
+
+    def _wait(self) -> None:
+        if self.waiting_since is None:
+            self.waiting_since = time.monotonic()
+        self.last_progress = time.monotonic()
+        self.last_remaining = None
+
+    def missing(self) -> list[str]:
+        """What the worker still lacks to be ready (empty: ready)."""
+        app = self.app
+        lacking: list[str] = []
+        if not self.assigned:
+            lacking.append("no partition assignment from the consumer group yet")
+        else:
+            rec = faust_seam.recovery(app)
+            if not rec.completed:
+                left = sum(rec.remaining.values())
+                lacking.append(f"table recovery not complete ({left} changelog records to read)")
+            elif not app.flow_control.is_active():
+                lacking.append("the stream is suspended (a rebalance is in progress)")
+        if not faust_seam.producer_started(app):
+            lacking.append("the Kafka producer is not running")
+        return lacking
+
+    def check(self, now: float) -> list[str]:
+        """Look once: the missing parts (empty: ready); gives up past the timeout."""
+        lacking = self.missing()
+        if not lacking:
+            self.waiting_since = None
+            return lacking
+        if self.waiting_since is None:
+            self._wait()
+        remaining = sum(faust_seam.recovery(self.app).remaining.values()) if self.assigned else None
+        if remaining is not None and remaining != self.last_remaining:
+            self.last_remaining = remaining
+            self.last_progress = now
+        assert self.waiting_since is not None
+        stuck_since = max(self.waiting_since, self.last_progress)
+        if not self.gave_up and now - stuck_since >= self.timeout_s:
+            self.gave_up = True
+            topics = ", ".join(sorted(self.app.consumer.subscription())) if self.assigned else ""
+            reason = (
+                f"worker not ready after {now - self.waiting_since:.0f} s "
+                f"(GUARDIAN_READY_TIMEOUT_S={self.timeout_s:g}): {'; '.join(lacking)}"
+                + (f"; subscribed to {topics}" if topics else "")
+            )
+            self.on_timeout(reason)
+        return lacking
+
+
+async def watchdog(readiness: Readiness, metrics: GuardianMetrics, every_s: float = WATCH_EVERY_S) -> None:
+    """Look at the worker's readiness every ``every_s`` until it gives up.
+
+    A plain task on the worker's event loop, started before faust's own start: faust starts its
+    timers only once the App has started, and a start that hangs (a group that cannot be joined)
+    must be noticed too."""
+    while not readiness.gave_up:
+        lacking = readiness.check(time.monotonic())
+        metrics.ready.set(0 if lacking else 1)
+        await asyncio.sleep(every_s)
+
+
+def register(app: Any, readiness: Readiness, metrics: GuardianMetrics, lag_source: Any) -> None:
+    """The scrape-time metrics and, when faust's web server is on, the three pages (the watchdog
+    itself is :func:`watchdog`, started by the worker)."""
+
+    def recovery() -> tuple[dict[tuple[str, int], int], bool]:
+        rec = faust_seam.recovery(app)
+        return rec.remaining, rec.completed
+
+    metrics.add_live(LiveCollector(lag_source, recovery))
+    if not app.conf.web_enabled:
+        return
+
+    async def healthz(web: Any, request: Any) -> Any:
+        # answering at all means the event loop runs
+        return web.json({"status": "ok"})
+
+    async def ready(web: Any, request: Any) -> Any:
+        lacking = readiness.missing()
+        if lacking:
+            return web.json({"ready": False, "missing": lacking}, status=503)
+        return web.json({"ready": True})
+
+    async def metrics_page(web: Any, request: Any) -> Any:
+        body = generate_latest(metrics.registry)  # in the loop: the collectors read faust state
+        return web.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    app.page("/healthz")(healthz)
+    app.page("/ready")(ready)
+    app.page("/metrics")(metrics_page)

@@ -1,0 +1,214 @@
+"""The worker's Prometheus metrics, counted in the shell from what the core returns.
+
+One :class:`GuardianMetrics` per worker (never module-global), on a registry of its own that the
+``/metrics`` page renders. The core stays pure: the shell counts the records it hands to the core
+and the outputs the core gives back, per batch (:class:`BatchTally`), and adds a batch to the
+counters only once Kafka has acknowledged all of it; a batch dropped by a rebalance (read again
+later) is never counted. Gauges that describe the consumer (lag, recovery) are read at scrape
+time (:class:`LiveCollector`). Names follow Prometheus conventions: base units (seconds, bytes),
+``_total`` for counters.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from topics.envelope import Out
+
+#: trigger -> dispatch, from the trigger's receive time (its Kafka timestamp) to its dispatch
+#: acknowledged by Kafka
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FLUSH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+BATCH_BUCKETS = (1, 10, 50, 100, 250, 500, 1000, 2000, 5000, 10000)
+MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+
+
+@dataclass
+class BatchTally:
+    """What one batch read and produced, added to the counters once the batch is delivered."""
+
+    inputs: Tally[str] = field(default_factory=Tally)
+    outputs: Tally[str] = field(default_factory=Tally)
+    dead_letters: Tally[str] = field(default_factory=Tally)
+    drops: Tally[str] = field(default_factory=Tally)
+    decisions: Tally[tuple[str, str]] = field(default_factory=Tally)
+    #: receive time (ms) of the trigger of each dispatch
+    dispatch_triggers: list[int] = field(default_factory=list)
+
+    def outs(self, outs: Iterable[Out], trigger_received_ms: int | None) -> None:
+        for out in outs:
+            self.outputs[out.kind] += 1
+            value = out.value
+            if out.kind == "deadletter":
+                self.dead_letters[str(value.get("reason_code"))] += 1
+            elif out.kind == "timeline":
+                if value.get("stage") == "drop":
+                    self.drops[str(value.get("drop_reason"))] += 1
+            elif out.kind == "decisions":
+                self.decisions[(str(value.get("decision")), str(value.get("backend")))] += 1
+            elif out.kind == "dispatch" and trigger_received_ms is not None:
+                self.dispatch_triggers.append(trigger_received_ms)
+
+
+class GuardianMetrics:
+    """Every metric of one worker, on its own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.inputs = Counter(
+            "guardian_input_records_total",
+            "Input records processed and acknowledged, per topic (suffix after the prefix).",
+            ["topic"],
+            registry=r,
+        )
+        self.outputs = Counter(
+            "guardian_output_records_total",
+            "Output records delivered to Kafka, per topic (suffix after the prefix).",
+            ["topic"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "guardian_dead_letters_total", "Dead letters delivered, per reason code.", ["reason"], registry=r
+        )
+        self.drops = Counter(
+            "guardian_timeline_drops_total",
+            "Timeline drop entries delivered, per drop reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.decisions = Counter(
+            "guardian_decisions_total",
+            "Supervisor decisions delivered, per decision and backend.",
+            ["decision", "backend"],
+            registry=r,
+        )
+        self.control_rejected = Counter(
+            "guardian_control_records_rejected_total",
+            "Records of the internal control topic that could not be used (each one is logged).",
+            registry=r,
+        )
+        self.model_calls = Counter(
+            "guardian_model_calls_total",
+            "HTTP calls to the model backend, per outcome (ok, http_429, http_5xx, http_4xx, timeout, "
+            "connection, bad_response).",
+            ["outcome"],
+            registry=r,
+        )
+        self.model_retries = Counter(
+            "guardian_model_retries_total", "Model calls that were a retry of a failed one.", registry=r
+        )
+        self.model_fallbacks = Counter(
+            "guardian_model_fallbacks_total",
+            "Decisions the rules made because the model failed, per reason (call_failed, bad_answer, "
+            "invalid_decision).",
+            ["reason"],
+            registry=r,
+        )
+        self.model_latency = Histogram(
+            "guardian_model_call_duration_seconds",
+            "Duration of one HTTP call to the model backend.",
+            buckets=MODEL_BUCKETS,
+            registry=r,
+        )
+        self.trigger_to_dispatch = Histogram(
+            "guardian_trigger_to_dispatch_seconds",
+            "From a trigger's receive time (its Kafka timestamp) to its dispatch acknowledged by Kafka.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_records = Histogram(
+            "guardian_batch_records",
+            "Records per flushed batch.",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.flush_duration = Histogram(
+            "guardian_flush_duration_seconds",
+            "From a batch's flush to Kafka acknowledging all of it (tables, changelogs, outputs).",
+            buckets=FLUSH_BUCKETS,
+            registry=r,
+        )
+        self.ready = Gauge(
+            "guardian_ready",
+            "1 when the worker is ready (assigned, tables recovered, producer up).",
+            registry=r,
+        )
+        ProcessCollector(registry=r)
+
+    def delivered(self, tally: BatchTally, records: int, flush_s: float, now_s: float) -> None:
+        """A batch is in Kafka: count it."""
+        for topic, n in tally.inputs.items():
+            self.inputs.labels(topic).inc(n)
+        for topic, n in tally.outputs.items():
+            self.outputs.labels(topic).inc(n)
+        for reason, n in tally.dead_letters.items():
+            self.dead_letters.labels(reason).inc(n)
+        for reason, n in tally.drops.items():
+            self.drops.labels(reason).inc(n)
+        for (decision, backend), n in tally.decisions.items():
+            self.decisions.labels(decision, backend).inc(n)
+        for received_ms in tally.dispatch_triggers:
+            self.trigger_to_dispatch.observe(max(0.0, now_s - received_ms / 1000))
+        self.batch_records.observe(records)
+        self.flush_duration.observe(flush_s)
+
+    def model_call(self, outcome: str, seconds: float, attempt: int) -> None:
+        """One HTTP call to the model (``attempt`` counts from 1)."""
+        self.model_calls.labels(outcome).inc()
+        self.model_latency.observe(seconds)
+        if attempt > 1:
+            self.model_retries.inc()
+
+    def model_fallback(self, reason: str) -> None:
+        self.model_fallbacks.labels(reason).inc()
+
+    def add_live(self, collector: LiveCollector) -> None:
+        self.registry.register(collector)
+
+
+#: (topic, partition) -> (high watermark, committed offset or None)
+LagSource = Callable[[], dict[tuple[str, int], tuple[int, int | None]]]
+#: (changelog topic, partition) -> records still to read, and whether recovery is complete
+RecoverySource = Callable[[], tuple[dict[tuple[str, int], int], bool]]
+
+
+class LiveCollector(Collector):
+    """Consumer lag and table recovery, read from the consumer when scraped."""
+
+    def __init__(self, lag: LagSource, recovery: RecoverySource) -> None:
+        self.lag = lag
+        self.recovery = recovery
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            "guardian_consumer_lag_records",
+            "Records of an assigned input partition not committed yet (high watermark - committed).",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), (high, committed) in sorted(self.lag().items()):
+            lag.add_metric([topic, str(partition)], max(0, high - (committed or 0)))
+        yield lag
+        remaining, completed = self.recovery()
+        left = GaugeMetricFamily(
+            "guardian_table_recovery_remaining_records",
+            "Changelog records still to read before the tables are recovered, per changelog partition.",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), n in sorted(remaining.items()):
+            left.add_metric([topic, str(partition)], n)
+        yield left
+        yield GaugeMetricFamily(
+            "guardian_table_recovery_completed",
+            "1 when table recovery is complete for the current assignment.",
+            value=1.0 if completed else 0.0,
+        )

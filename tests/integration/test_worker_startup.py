@@ -1,0 +1,252 @@
+"""A worker never goes dark at start-up, and says what it does.
+
+Fresh workers on fresh topic prefixes of one broker each produce their first output (the issue's
+acceptance bound: 15 s from the worker's start); a live worker's ``/metrics`` (parsed with the
+Prometheus parser) counts exactly the records it was sent and the outputs it delivered, ``/ready``
+and ``/healthz`` answer, and its log holds no terminal escape codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from prometheus_client.parser import text_string_to_metric_families
+
+from guardian.admin import create_topics, delete_topics, worker_topics
+from guardian.kafka_local import run_sync
+from tests.conftest import make_guardian_env
+from tests.live import Outputs, WorkerProcess, collect, produce
+from tests.streams import T0, Script
+from topics.names import TopicNames
+
+pytestmark = pytest.mark.kafka
+
+FRESH_WORKERS = 20
+#: the issue's acceptance bound for a fresh worker's first output (not a speed target)
+FIRST_OUTPUT_S = 15.0
+
+
+async def first_output(bootstrap: str, names: TopicNames, within_s: float) -> bool:
+    """Whether the first timeline record appears within ``within_s``."""
+    consumer = AIOKafkaConsumer(
+        names.timeline,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        request_timeout_ms=30_000,
+        metadata_max_age_ms=1000,
+    )
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=200)
+            if any(batch.values()):
+                return True
+        return False
+    finally:
+        await consumer.stop()
+
+
+def test_twenty_fresh_workers_each_produce_their_first_output(kafka_bootstrap: str, tmp_path: Path) -> None:
+    hung: list[str] = []
+    for i in range(FRESH_WORKERS):
+        names = TopicNames(f"f{uuid.uuid4().hex[:8]}.")
+        run_sync(lambda names=names: create_topics(kafka_bootstrap, names, 4))  # type: ignore[misc]
+        env = make_guardian_env(kafka_bootstrap, names.prefix, 4, tmp_path / f"data-{i}")
+        script = Script(device_id=f"fresh-{i}", prefix=names.prefix).start()
+        worker = WorkerProcess(env, tmp_path / f"worker-{i}.log").start()
+        try:
+            asyncio.run(produce(kafka_bootstrap, script.records))
+            if not asyncio.run(first_output(kafka_bootstrap, names, FIRST_OUTPUT_S)):
+                hung.append(
+                    f"worker {i} (prefix {names.prefix}) produced no output within {FIRST_OUTPUT_S:g} s "
+                    f"of its start; alive={worker.alive()}; its log ends:\n{worker.log_tail(15)}"
+                )
+        finally:
+            worker.stop()
+            with contextlib.suppress(KafkaError, OSError, TimeoutError):
+                run_sync(
+                    lambda names=names: delete_topics(kafka_bootstrap, worker_topics(names), timeout_s=20)
+                )  # type: ignore[misc]
+        if hung:
+            break  # one hang is enough to fail, with its log
+    assert not hung, "\n".join(hung)
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as err:
+        return int(err.code), bytes(err.read())
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def labelled(
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, label: str
+) -> dict[str, float]:
+    return {dict(labels)[label]: v for (n, labels), v in found.items() if n == name}
+
+
+def story(prefix: str) -> Script:
+    """A plan, task events, state-only and promoted observations, a duplicate and bad records."""
+    s = Script(device_id="metrics-1", prefix=prefix, t=T0).start()
+    s.wait(100).security_started()
+    for _ in range(4):  # state only
+        s.wait(200).obs("network.aws_iot_session_changed", {"connected": True}, scoped=False)
+    s.wait(200).obs("security.condition_changed", {"battery": "ok"})  # a trigger: continue
+    dup = s.wait(200).obs("vision.low_light_changed", {"low_light": False})
+    s.wait(100).obs("vision.low_light_changed", {"low_light": False}, event_id=dup)
+    s.wait(100).raw("observations", b"{not json")
+    s.wait(100).obs("security.condition_changed", {"battery": "ok"}, extra={"bbox": [1, 2]})
+    s.wait(100).obs("security.condition_changed", {"battery": "low"})
+    return s
+
+
+def test_a_live_worker_counts_what_it_was_sent(
+    kafka_bootstrap: str, topic_names: TopicNames, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    script = story(topic_names.prefix)
+    sent: dict[str, int] = {}
+    for r in script.records:
+        sent[r.suffix] = sent.get(r.suffix, 0) + 1
+    worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
+    try:
+        asyncio.run(produce(kafka_bootstrap, script.records))
+
+        def done(out: Outputs) -> bool:
+            return bool(out.values["dispatch"]) and len(out.values["deadletter"]) >= 2
+
+        out = asyncio.run(collect(kafka_bootstrap, topic_names, done, timeout_s=90, settle_s=3))
+        metrics_url = f"{worker.base_url}/metrics"
+        found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the last batch is counted once Kafka acknowledged it
+            status, body = get(metrics_url)
+            assert status == 200
+            found = samples(body.decode())
+            if labelled(found, "guardian_input_records_total", "topic") == {
+                k: float(v) for k, v in sent.items()
+            }:
+                break
+            time.sleep(0.5)
+        assert labelled(found, "guardian_input_records_total", "topic") == {
+            k: float(v) for k, v in sent.items()
+        }
+        outputs = {k: float(len(v)) for k, v in out.values.items() if v}
+        assert labelled(found, "guardian_output_records_total", "topic") == outputs
+        dead: dict[str, float] = {}
+        for d in out.values["deadletter"]:
+            dead[d["reason_code"]] = dead.get(d["reason_code"], 0) + 1
+        assert (
+            labelled(found, "guardian_dead_letters_total", "reason")
+            == dead
+            == {"not_json": 1, "privacy_violation": 1}
+        )
+        drops: dict[str, float] = {}
+        for e in out.values["timeline"]:
+            if e["stage"] == "drop":
+                drops[e["drop_reason"]] = drops.get(e["drop_reason"], 0) + 1
+        assert labelled(found, "guardian_timeline_drops_total", "reason") == drops
+        assert drops.get("duplicate") == 1
+        decisions: dict[tuple[str, str], float] = {}
+        for d in out.values["decisions"]:
+            key = (d["decision"], d["backend"])
+            decisions[key] = decisions.get(key, 0) + 1
+        got = {
+            (dict(labels)["decision"], dict(labels)["backend"]): v
+            for (n, labels), v in found.items()
+            if n == "guardian_decisions_total"
+        }
+        assert got == decisions and decisions.get(("return_to_station", "rules")) == 1
+        assert found[("guardian_trigger_to_dispatch_seconds_count", ())] == len(out.values["dispatch"])
+        assert found[("guardian_batch_records_count", ())] >= 1
+        assert found[("guardian_flush_duration_seconds_count", ())] >= 1
+        assert found[("process_resident_memory_bytes", ())] > 0
+        assert found[("guardian_table_recovery_completed", ())] == 1
+        assert found[("guardian_ready", ())] == 1
+        lag = labelled(found, "guardian_consumer_lag_records", "partition")
+        assert lag and all(v >= 0 for v in lag.values())
+
+        status, body = get(f"{worker.base_url}/ready")
+        assert (status, orjson.loads(body)) == (200, {"ready": True})
+        status, body = get(f"{worker.base_url}/healthz")
+        assert (status, orjson.loads(body)) == (200, {"status": "ok"})
+    finally:
+        worker.stop()
+    log = (tmp_path / "worker.log").read_bytes()
+    assert b"\x1b" not in log, "terminal escape codes in a log that is not a terminal"
+    assert f"metrics on http://127.0.0.1:{worker.web_port}/metrics".encode() in log
+
+
+def test_a_worker_whose_topics_do_not_exist_says_so_and_stops(kafka_bootstrap: str, tmp_path: Path) -> None:
+    names = TopicNames(f"n{uuid.uuid4().hex[:8]}.")
+    env = make_guardian_env(kafka_bootstrap, names.prefix, 4, tmp_path / "data")
+    env["GUARDIAN_READY_TIMEOUT_S"] = "3"
+    worker = WorkerProcess(env, tmp_path / "worker.log").start()
+    try:
+        assert worker.proc is not None
+        code = worker.proc.wait(timeout=60)
+    finally:
+        worker.stop()
+        with contextlib.suppress(KafkaError, OSError, TimeoutError):
+            run_sync(lambda: delete_topics(kafka_bootstrap, worker_topics(names), timeout_s=20))
+    log = (tmp_path / "worker.log").read_text()
+    assert code == 5, log
+    assert f"{names.plans} (missing)" in log and "guardian topics create" in log
+    lines: list[Any] = [line for line in log.splitlines() if "not ready" in line]
+    assert len(lines) == 1, log
+
+
+def test_a_worker_that_cannot_join_its_group_says_so_and_stops(
+    kafka_bootstrap: str, topic_names: TopicNames, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Another kind of consumer holds the worker's group: faust cannot join it (and says nothing
+    more); the watchdog names what is missing and the worker exits 5 instead of waiting forever."""
+    env = {**guardian_env, "GUARDIAN_READY_TIMEOUT_S": "5"}
+
+    async def run() -> int:
+        blocker = AIOKafkaConsumer(
+            topic_names.plans,
+            bootstrap_servers=kafka_bootstrap,
+            group_id=f"{topic_names.prefix}worker",
+            enable_auto_commit=False,
+        )
+        await blocker.start()
+        try:
+            async with asyncio.timeout(60):
+                while not blocker.assignment():
+                    await blocker.getmany(timeout_ms=200)
+            worker = WorkerProcess(env, tmp_path / "worker.log").start()
+            try:
+                assert worker.proc is not None
+                return await asyncio.to_thread(worker.proc.wait, 120)
+            finally:
+                worker.stop()
+        finally:
+            await blocker.stop()
+
+    code = asyncio.run(run())
+    log = (tmp_path / "worker.log").read_text()
+    assert code == 5, log
+    lines = [line for line in log.splitlines() if "not ready after" in line]
+    assert len(lines) == 1, log
+    assert "GUARDIAN_READY_TIMEOUT_S=5" in lines[0] and "no partition assignment" in lines[0]

@@ -1,0 +1,286 @@
+"""A worker never goes dark: readiness says what is missing and gives up in time, faust's private
+parts are checked at start, bad control records are told, metrics count delivered batches, and
+commands against a broker that does not answer end in one line with the shared exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from faust.types import TP
+from prometheus_client.parser import text_string_to_metric_families
+
+from guardian.exitcodes import Exit
+from guardian.kafka_local import free_port
+from guardian.settings import Settings, SettingsError
+from streams import faust_seam
+from streams.health import Readiness
+from streams.metrics import GuardianMetrics
+from tests.unit.test_shell_flush import Acked, HeldProducer, shell_over
+from topics.envelope import Out
+
+# -- readiness ------------------------------------------------------------------------------------
+
+
+class FakeEvent:
+    def __init__(self, value: bool = False) -> None:
+        self.value = value
+
+    def is_set(self) -> bool:
+        return self.value
+
+
+def fake_app(*, completed: bool, remaining: int = 0, producer: bool = True, flowing: bool = True) -> Any:
+    tp = TP("p.worker-devices-changelog", 0)
+    recovery = SimpleNamespace(
+        completed=FakeEvent(completed),
+        active_highwaters={tp: 99},
+        active_offsets={tp: 99 - remaining},
+    )
+    return SimpleNamespace(
+        tables=SimpleNamespace(recovery=recovery),
+        producer=SimpleNamespace(_producer=SimpleNamespace(_closed=False) if producer else None),
+        flow_control=SimpleNamespace(is_active=lambda: flowing),
+        consumer=SimpleNamespace(subscription=lambda: {"p.plans", "p.worker-owners-changelog"}),
+    )
+
+
+def test_readiness_names_what_is_missing() -> None:
+    app = fake_app(completed=False, remaining=5, producer=False)
+    readiness = Readiness(app, 60.0, lambda reason: None)
+    assert readiness.missing() == [
+        "no partition assignment from the consumer group yet",
+        "the Kafka producer is not running",
+    ]
+    readiness.on_assigned()
+    assert readiness.missing()[0] == "table recovery not complete (5 changelog records to read)"
+    app.tables.recovery.completed.value = True
+    app.producer._producer = SimpleNamespace(_closed=False)
+    app.flow_control.is_active = lambda: False
+    assert readiness.missing() == ["the stream is suspended (a rebalance is in progress)"]
+    app.flow_control.is_active = lambda: True
+    assert readiness.missing() == []
+
+
+def test_a_worker_never_assigned_gives_up_with_one_reason() -> None:
+    reasons: list[str] = []
+    readiness = Readiness(fake_app(completed=False), 5.0, reasons.append)
+    start = time.monotonic()
+    readiness.check(start + 1)
+    assert reasons == []
+    readiness.check(start + 6)
+    readiness.check(start + 7)  # said once
+    assert len(reasons) == 1
+    assert "not ready after" in reasons[0] and "GUARDIAN_READY_TIMEOUT_S=5" in reasons[0]
+    assert "no partition assignment" in reasons[0]
+
+
+def test_a_recovery_that_moves_is_waited_for_and_one_that_stalls_is_not() -> None:
+    reasons: list[str] = []
+    app = fake_app(completed=False, remaining=50)
+    readiness = Readiness(app, 5.0, reasons.append)
+    readiness.on_assigned()
+    start = time.monotonic()
+    tp = next(iter(app.tables.recovery.active_offsets))
+    for step in range(1, 6):  # progress every 4 s: still waiting after 20 s
+        app.tables.recovery.active_offsets[tp] += 5
+        readiness.check(start + 4 * step)
+    assert reasons == []
+    readiness.check(start + 4 * 5 + 6)  # no progress for 6 s
+    assert len(reasons) == 1 and "table recovery not complete" in reasons[0]
+    assert "p.worker-owners-changelog" in reasons[0]
+
+
+def test_ready_again_after_a_rebalance() -> None:
+    reasons: list[str] = []
+    app = fake_app(completed=True)
+    readiness = Readiness(app, 5.0, reasons.append)
+    readiness.on_assigned()
+    assert readiness.check(time.monotonic()) == []
+    readiness.on_revoked()
+    assert readiness.check(time.monotonic()) != []
+    readiness.on_assigned()
+    assert readiness.check(time.monotonic()) == []
+    assert reasons == []
+
+
+# -- the seam -------------------------------------------------------------------------------------
+
+
+def test_a_missing_private_attribute_names_the_versions_and_the_attribute() -> None:
+    with pytest.raises(faust_seam.SeamError) as err:
+        faust_seam.RocksStores().dbs(SimpleNamespace(data=object()))
+    text = str(err.value)
+    assert "faust.stores.rocksdb.Store._dbs" in text
+    assert "faust-streaming 0.15.3" in text and "aiokafka 0.14.0" in text
+    with pytest.raises(faust_seam.SeamError, match=r"Recovery\.completed"):
+        faust_seam.recovery(SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace())))
+
+
+def test_the_seam_check_passes_on_the_pinned_versions(tmp_path: Path) -> None:
+    from streams.worker import build_worker_app
+
+    settings = Settings.from_env({"GUARDIAN_DATA_DIR": str(tmp_path), "GUARDIAN_TOPIC_PREFIX": "s."})
+    app, shell = build_worker_app(settings, bootstrap="127.0.0.1:9", worker_id="w0")
+    faust_seam.check(app, shell.tables.all())
+    assert faust_seam.changelog_topic_names(shell.tables.all()) == [
+        "s.worker-devices-changelog",
+        "s.worker-seen-changelog",
+        "s.worker-owners-changelog",
+    ]
+
+
+def test_the_dedup_sweep_without_a_store_is_an_error_not_zero(tmp_path: Path) -> None:
+    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell.tables.seen = SimpleNamespace(data=object(), name="seen")
+    with pytest.raises(faust_seam.SeamError):
+        shell.sweep(0, 1_000)
+
+
+# -- control records ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"op": "explode"}', "unknown op 'explode'"),
+        (b'{"op": "verdict", "device_id": "d"}', "op 'verdict' without a usable"),
+    ],
+)
+def test_a_bad_control_record_is_logged_and_counted(
+    tmp_path: Path, raw: bytes, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from topics.envelope import Coords
+
+    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell.metrics = GuardianMetrics()
+    shell.control(raw, Coords("control", 2, 17), 1_000)
+    assert said in caplog.text and "control:2:17" in caplog.text.replace(" ", "")
+    assert shell.metrics.control_rejected._value.get() == 1
+
+
+# -- metrics --------------------------------------------------------------------------------------
+
+
+def scrape(metrics: GuardianMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client import generate_latest
+
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path) -> None:
+    async def main() -> GuardianMetrics:
+        producer = HeldProducer()
+        shell, _ = shell_over(tmp_path, producer, Acked())
+        shell.metrics = metrics = GuardianMetrics()
+        # a batch dropped by a rebalance is read again: not counted
+        shell.tally.inputs["observations"] += 1
+        shell.emit([Out("deadletter", "d", {"reason_code": "not_json"})])
+        shell.drop_unflushed()
+        shell.tally.inputs["observations"] += 2
+        shell.emit(
+            [
+                Out("timeline", "d", {"stage": "drop", "drop_reason": "duplicate"}),
+                Out("decisions", "d", {"decision": "return_to_station", "backend": "rules"}),
+                Out("dispatch", "d", {"dispatch_id": "x"}),
+            ],
+            int(time.time() * 1000) - 50,
+        )
+        shell.unacked = ["m1", "m2"]
+        await shell.flush()
+        assert scrape(metrics).get(("guardian_input_records_total", (("topic", "observations"),))) is None
+        for fut in producer.futures:
+            fut.set_result(SimpleNamespace(offset=0))
+        await asyncio.gather(*shell.acking)
+        return metrics
+
+    found = scrape(asyncio.run(main()))
+    assert found[("guardian_input_records_total", (("topic", "observations"),))] == 2
+    assert found[("guardian_output_records_total", (("topic", "timeline"),))] == 1
+    assert ("guardian_dead_letters_total", (("reason", "not_json"),)) not in found
+    assert found[("guardian_timeline_drops_total", (("reason", "duplicate"),))] == 1
+    key = ("guardian_decisions_total", (("backend", "rules"), ("decision", "return_to_station")))
+    assert found[key] == 1
+    assert found[("guardian_trigger_to_dispatch_seconds_count", ())] == 1
+    assert found[("guardian_trigger_to_dispatch_seconds_bucket", (("le", "0.01"),))] == 0
+    assert found[("guardian_batch_records_count", ())] == 1
+    assert found[("guardian_flush_duration_seconds_count", ())] == 1
+    assert found[("process_resident_memory_bytes", ())] > 0
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def test_web_and_readiness_settings() -> None:
+    s = Settings.from_env({})
+    assert (s.web_port, s.web_host, s.ready_timeout_s) == (6066, "127.0.0.1", 60.0)
+    s = Settings.from_env(
+        {"GUARDIAN_WEB_PORT": "0", "GUARDIAN_WEB_HOST": "0.0.0.0", "GUARDIAN_READY_TIMEOUT_S": "5"}
+    )
+    assert (s.web_port, s.web_host, s.ready_timeout_s) == (0, "0.0.0.0", 5.0)
+    for env in (
+        {"GUARDIAN_WEB_PORT": "http"},
+        {"GUARDIAN_WEB_PORT": "70000"},
+        {"GUARDIAN_READY_TIMEOUT_S": "0"},
+    ):
+        with pytest.raises(SettingsError):
+            Settings.from_env(env)
+
+
+# -- commands against a broker that does not answer -----------------------------------------------
+
+
+@pytest.fixture
+def silent_broker() -> Iterator[str]:
+    """A port that accepts connections and never answers."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def _run(args: list[str], bootstrap: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "GUARDIAN_KAFKA_BOOTSTRAP": bootstrap,
+        "GUARDIAN_DATA_DIR": str(tmp_path / "data"),
+        "GUARDIAN_WEB_PORT": str(free_port()),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "guardian", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("command", [["worker"], ["export", "--out", "-"]])
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_no_broker_is_one_line_with_the_address_and_a_hint(
+    command: list[str], kind: str, silent_broker: str, tmp_path: Path
+) -> None:
+    bootstrap = silent_broker if kind == "silent" else f"127.0.0.1:{free_port()}"
+    done = _run(command, bootstrap, tmp_path)
+    assert done.returncode == Exit.BROKER_UNREACHABLE, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert bootstrap in lines[0] and "guardian kafka up" in lines[0]
+    assert "\x1b" not in done.stderr + done.stdout
