@@ -1,4 +1,4 @@
-"""``guardian replay FILE... --out DIR`` (CONTRACTS.md §12): the live pipeline's logic, offline.
+"""``guardian replay FILE... --out DIR`` (docs/CONTRACTS.md §12): the live pipeline's logic, offline.
 
 Reads ``kcat -C -J`` lines (files, ``-`` for stdin, gzip-compressed or not), orders the input records
 by Kafka timestamp (ties: plans, device-context, task-events, observations, then partition and

@@ -1,4 +1,4 @@
-"""Device context in the core (CONTRACTS.md §9.1, §9.4): the kept snapshot, plan preconditions with
+"""Device context in the core (docs/CONTRACTS.md §9.1, §9.4): the kept snapshot, plan preconditions with
 ``on_unknown``, and ``requires`` on requests. Pure functions over the core's state; the
 :class:`~pipeline.core.Pipeline` calls them from small hooks.
 

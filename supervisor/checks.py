@@ -1,4 +1,4 @@
-"""A decision from outside the rules, checked like a model answer (CONTRACTS.md §6, §12).
+"""A decision from outside the rules, checked like a model answer (docs/CONTRACTS.md §6, §12).
 
 ``guardian replay --decisions recorded`` reuses the decisions of an export; an export is input like
 any other, so a recorded decision is trusted only as far as a model's answer is: one of the six

@@ -1,4 +1,4 @@
-"""The presenter: every sentence the robot speaks, in Korean and English (CONTRACTS.md §9.5).
+"""The presenter: every sentence the robot speaks, in Korean and English (docs/CONTRACTS.md §9.5).
 
 Spoken text (a ``voice_content.speak`` request's ``text``) is built here and nowhere else, from
 semantic state only: a room is named by the household's own name (``map.areas`` or the plan's

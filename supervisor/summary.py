@@ -1,4 +1,4 @@
-"""The planner summary projector, ``planner_context_summary.v2`` (CONTRACTS.md §9.3).
+"""The planner summary projector, ``planner_context_summary.v2`` (docs/CONTRACTS.md §9.3).
 
 One pure function, :func:`planner_summary`, is what a planner or the supervisor may see of a
 device's context:

@@ -1,4 +1,4 @@
-"""Conditions over device context: three states, fail-closed (CONTRACTS.md §9.2).
+"""Conditions over device context: three states, fail-closed (docs/CONTRACTS.md §9.2).
 
 A condition is JSON: leaves ``{"path": "DOMAIN.KEY", "op": ..., "value": ...}`` and the
 combinators ``{"all": [...]}``, ``{"any": [...]}``, ``{"not": {...}}`` (at most 16 leaves and

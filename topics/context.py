@@ -1,4 +1,4 @@
-"""Device context v2 (CONTRACTS.md §9.1): the domain table, data validation and the kept envelope.
+"""Device context v2 (docs/CONTRACTS.md §9.1): the domain table, data validation and the kept envelope.
 
 The table says, per domain, its default TTL and the data keys it may carry with their type; a key
 marked *grounding* or *evidence* is accepted but never projected to a planner (§9.3). The gate

@@ -1,4 +1,4 @@
-"""Hostile shapes (CONTRACTS.md §2 rule 7) and what a dead letter may show of a record (§10).
+"""Hostile shapes (docs/CONTRACTS.md §2 rule 7) and what a dead letter may show of a record (§10).
 
 Pure helpers of the gate:
 

@@ -1,4 +1,4 @@
-"""SCENARIOS.md HG-04-B and HG-13..HG-16 (device context v2) through ``guardian replay``'s logic."""
+"""docs/SCENARIOS.md HG-04-B and HG-13..HG-16 (device context v2) through ``guardian replay``'s logic."""
 
 from __future__ import annotations
 
