@@ -17,8 +17,10 @@ entries stay in the tens of MB.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import json
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +58,10 @@ STRIP_MARKS_MIN: Final = 10
 STRIP_MARKS_MAX: Final = 200
 DETAIL_ROWS_MAX: Final = 50
 OPEN_LANES_MAX: Final = 40
+#: Collapsed lanes carry their body and shared-axis strip as compressed data that the page renders
+#: when a lane is opened (or, for the strip, scrolled into view): lanes are packed into chunks of
+#: about this many bytes of HTML, each deflated and base64-encoded.
+LANE_CHUNK_BYTES: Final = 256 * 1024
 
 NO_EXPERIENCE: Final = "none"
 
@@ -1019,9 +1025,64 @@ def _strip_size(lane: _Lane) -> int:
     return marks + len(lane.dead_letters)
 
 
+class _LaneData:
+    """The bodies and strips of collapsed lanes, packed into deflated, base64-encoded chunks.
+
+    It holds only the encoded chunks and the one being filled (at most ~``LANE_CHUNK_BYTES`` of HTML).
+    """
+
+    def __init__(self, chunk_bytes: int = LANE_CHUNK_BYTES) -> None:
+        self.chunk_bytes = chunk_bytes
+        self.encoded: list[str] = []
+        self._current: list[tuple[str, str]] = []
+        self._size = 0
+
+    def add(self, strip: str, body: str) -> tuple[int, int]:
+        """Store a lane's strip and body; return its (chunk, slot)."""
+        where = (len(self.encoded), len(self._current))
+        self._current.append((strip, body))
+        self._size += len(strip) + len(body)
+        if self._size >= self.chunk_bytes:
+            self.flush()
+        return where
+
+    def flush(self) -> None:
+        if not self._current:
+            return
+        data = json.dumps(self._current, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        self.encoded.append(base64.b64encode(packer.compress(data) + packer.flush()).decode("ascii"))
+        self._current, self._size = [], 0
+
+    def html(self) -> str:
+        self.flush()
+        return "".join(
+            f'<script type="{LANE_DATA_TYPE}" id="lz-{k}">{chunk}</script>'
+            for k, chunk in enumerate(self.encoded)
+        )
+
+
+#: the type of the (never executed) script elements that carry the lanes' data
+LANE_DATA_TYPE: Final = "application/x-guardian-lanes"
+
+
+def decode_lane_data(chunk: str) -> list[tuple[str, str]]:
+    """One ``lz-K`` chunk's lanes as (strip, body) HTML: what the page's script does, in Python."""
+    data = json.loads(zlib.decompress(base64.b64decode(chunk), -15).decode("utf-8"))
+    return [(str(strip), str(body)) for strip, body in data]
+
+
 def _lane_html(
-    index: int, lane: _Lane, table_cap: int, svg_cap: int, strip_cap: int, open_: bool, axis: _Axis
+    index: int,
+    lane: _Lane,
+    table_cap: int,
+    svg_cap: int,
+    strip_cap: int,
+    open_: bool,
+    axis: _Axis,
+    packed: _LaneData | None = None,
 ) -> str:
+    """The lane's section; with ``packed``, its body and strip go there and render on demand."""
     status = lane.status
     times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
     span = f"{_fmt_time(min(times))} · {_fmt_dur(max(times) - min(times))}" if times else "no timeline"
@@ -1048,8 +1109,9 @@ def _lane_html(
         f"<summary>{name}"
         f'<button type="button" class="dev mono" data-filter-device="{_e(lane.device_id)}" '
         f'title="show only this device">{_e(lane.device_id or "?")}</button>'
-        f'{badge}<span class="meta">{_e(meta)}</span>{_shared_strip(lane, axis, strip_cap)}</summary>'
+        f'{badge}<span class="meta">{_e(meta)}</span>'
     )
+    strip = _shared_strip(lane, axis, strip_cap)
     anchors = _anchors(index, lane, table_cap)
     body: list[str] = []
     if lane.entries:
@@ -1074,6 +1136,13 @@ def _lane_html(
     def words(values: Iterable[str]) -> str:
         return _e(" ".join(sorted({v for v in values if v})))
 
+    body_html = "".join(body)
+    where = ""
+    if packed is not None:
+        chunk, slot = packed.add(strip, body_html)
+        strip, body_html = "", ""
+        where = f' data-chunk="{chunk}" data-slot="{slot}"'
+
     return (
         f'<section class="lane" id="lane-{index}" data-experience="{_e(lane.experience_id)}" '
         f'data-device="{_e(lane.device_id)}" data-status="{_e(status)}" data-order="{index}" '
@@ -1081,9 +1150,9 @@ def _lane_html(
         f'data-backends="{words(_str(r, "backend") for r in lane.decisions)}" '
         f'data-drops="{words(drop_reasons)}" '
         f'data-dead="{words(_str(r, "reason_code") for r in (*lane.dead_letters, *lane.foreign_dead))}" '
-        f'data-diverged="{len(lane.divergences)}">'
-        f'<details class="lanebox"{" open" if open_ else ""}>{summary}'
-        f'<div class="lanebody">{"".join(body)}</div></details></section>'
+        f'data-diverged="{len(lane.divergences)}"{where}>'
+        f'<details class="lanebox"{" open" if open_ else ""}>{summary}{strip}</summary>'
+        f'<div class="lanebody">{body_html}</div></details></section>'
     )
 
 
@@ -1256,6 +1325,182 @@ _JS: Final = """
     dead: [byId("f-dead"), "data-dead", true]
   };
   var keys = Object.keys(selects);
+  // raw DEFLATE (RFC 1951) decoder, after zlib's puff.c: synchronous, so a lane renders in the same task
+  function inflate(src) {
+    var out = new Uint8Array(src.length * 8 + 1024), outLen = 0, pos = 0, bitBuf = 0, bitCnt = 0;
+    function need(n) {
+      while (bitCnt < n) {
+        if (pos >= src.length) { throw new Error("lane data truncated"); }
+        bitBuf |= src[pos++] << bitCnt; bitCnt += 8;
+      }
+    }
+    function bits(n) {
+      need(n);
+      var v = bitBuf & ((1 << n) - 1);
+      bitBuf >>>= n; bitCnt -= n;
+      return v;
+    }
+    function room(n) {
+      if (outLen + n <= out.length) { return; }
+      var size = out.length * 2;
+      while (size < outLen + n) { size *= 2; }
+      var bigger = new Uint8Array(size);
+      bigger.set(out.subarray(0, outLen));
+      out = bigger;
+    }
+    function huff(lengths, n) {
+      var count = new Uint16Array(16), offs = new Uint16Array(16), sym = new Uint16Array(n), i;
+      for (i = 0; i < n; i += 1) { count[lengths[i]] += 1; }
+      count[0] = 0;
+      for (i = 1; i < 16; i += 1) { offs[i] = offs[i - 1] + count[i - 1]; }
+      for (i = 0; i < n; i += 1) { if (lengths[i]) { sym[offs[lengths[i]]++] = i; } }
+      return {count: count, sym: sym};
+    }
+    function decode(h) {
+      var code = 0, first = 0, index = 0, len, c;
+      for (len = 1; len < 16; len += 1) {
+        code |= bits(1);
+        c = h.count[len];
+        if (code - c < first) { return h.sym[index + (code - first)]; }
+        index += c; first += c; first <<= 1; code <<= 1;
+      }
+      throw new Error("bad lane data");
+    }
+    var LBASE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115,
+      131, 163, 195, 227, 258];
+    var LEXT = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
+    var DBASE = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537,
+      2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577];
+    var DEXT = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12,
+      13, 13];
+    var ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+    var fixedL = null, fixedD = null;
+    function codes(lencode, distcode) {
+      var symbol, len, dist, i;
+      for (;;) {
+        symbol = decode(lencode);
+        if (symbol < 256) { room(1); out[outLen++] = symbol; continue; }
+        if (symbol === 256) { return; }
+        symbol -= 257;
+        if (symbol >= 29) { throw new Error("bad lane data"); }
+        len = LBASE[symbol] + bits(LEXT[symbol]);
+        symbol = decode(distcode);
+        if (symbol >= 30) { throw new Error("bad lane data"); }
+        dist = DBASE[symbol] + bits(DEXT[symbol]);
+        if (dist > outLen) { throw new Error("bad lane data"); }
+        room(len);
+        for (i = 0; i < len; i += 1) { out[outLen] = out[outLen - dist]; outLen += 1; }
+      }
+    }
+    var last, type, i, n;
+    do {
+      last = bits(1);
+      type = bits(2);
+      if (type === 0) {
+        bitBuf = 0; bitCnt = 0;
+        if (pos + 4 > src.length) { throw new Error("lane data truncated"); }
+        n = src[pos] | (src[pos + 1] << 8);
+        pos += 4;
+        if (pos + n > src.length) { throw new Error("lane data truncated"); }
+        room(n);
+        out.set(src.subarray(pos, pos + n), outLen);
+        outLen += n; pos += n;
+      } else if (type === 1) {
+        if (fixedL === null) {
+          var l = new Uint8Array(288);
+          for (i = 0; i < 144; i += 1) { l[i] = 8; }
+          for (; i < 256; i += 1) { l[i] = 9; }
+          for (; i < 280; i += 1) { l[i] = 7; }
+          for (; i < 288; i += 1) { l[i] = 8; }
+          fixedL = huff(l, 288);
+          var d = new Uint8Array(30);
+          for (i = 0; i < 30; i += 1) { d[i] = 5; }
+          fixedD = huff(d, 30);
+        }
+        codes(fixedL, fixedD);
+      } else if (type === 2) {
+        var nlen = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
+        var lengths = new Uint8Array(320);
+        for (i = 0; i < ncode; i += 1) { lengths[ORDER[i]] = bits(3); }
+        for (; i < 19; i += 1) { lengths[ORDER[i]] = 0; }
+        var lencode = huff(lengths, 19);
+        lengths = new Uint8Array(320);
+        var index = 0, symbol, len, prev;
+        while (index < nlen + ndist) {
+          symbol = decode(lencode);
+          if (symbol < 16) { lengths[index++] = symbol; continue; }
+          len = 0;
+          if (symbol === 16) {
+            if (index === 0) { throw new Error("bad lane data"); }
+            prev = lengths[index - 1];
+            symbol = 3 + bits(2);
+            len = prev;
+          } else if (symbol === 17) {
+            symbol = 3 + bits(3);
+          } else {
+            symbol = 11 + bits(7);
+          }
+          if (index + symbol > nlen + ndist) { throw new Error("bad lane data"); }
+          while (symbol--) { lengths[index++] = len; }
+        }
+        codes(huff(lengths.subarray(0, nlen), nlen), huff(lengths.subarray(nlen, nlen + ndist), ndist));
+      } else {
+        throw new Error("bad lane data");
+      }
+    } while (!last);
+    return out.subarray(0, outLen);
+  }
+  // lanes drawn on demand: data-chunk / data-slot name their (strip, body) in a "lz-K" data block
+  var chunks = {}, recent = [];
+  function chunk(k) {
+    if (!chunks[k]) {
+      var bin = atob(byId("lz-" + k).textContent), bytes = new Uint8Array(bin.length), i;
+      for (i = 0; i < bin.length; i += 1) { bytes[i] = bin.charCodeAt(i); }
+      chunks[k] = JSON.parse(new TextDecoder("utf-8").decode(inflate(bytes)));
+      recent.push(k);
+      if (recent.length > 4) { delete chunks[recent.shift()]; }
+    }
+    return chunks[k];
+  }
+  function packed(lane, part, flag) {
+    var k = lane.getAttribute("data-chunk");
+    if (k === null || lane.hasAttribute(flag)) { return null; }
+    lane.setAttribute(flag, "");
+    return chunk(k)[Number(lane.getAttribute("data-slot"))][part];
+  }
+  function drawBody(lane) {
+    var html = packed(lane, 1, "data-drawn");
+    if (html !== null) { lane.querySelector(".lanebody").innerHTML = html; }
+  }
+  function drawStrip(lane) {
+    var html = packed(lane, 0, "data-strip");
+    if (html) { lane.querySelector("details.lanebox > summary").insertAdjacentHTML("beforeend", html); }
+  }
+  var onDemand = lanes.some(function (lane) { return lane.hasAttribute("data-chunk"); });
+  var seen = null;
+  if (onDemand) {
+    list.addEventListener("toggle", function (ev) {
+      var box = ev.target;
+      if (box.classList && box.classList.contains("lanebox") && box.open) { drawBody(box.parentNode); }
+    }, true);
+    if (window.IntersectionObserver) {
+      seen = new IntersectionObserver(function (entries) {
+        if (!shared.checked) { return; }
+        entries.forEach(function (en) { if (en.isIntersecting) { drawStrip(en.target); } });
+      }, {rootMargin: "400px 0px"});
+    }
+  }
+  // (re)observing reports each lane's current visibility, so the strips in view are drawn
+  function watchStrips() {
+    if (!seen) {
+      if (onDemand && shared.checked) {
+        lanes.forEach(function (lane) { if (!lane.hidden) { drawStrip(lane); } });
+      }
+      return;
+    }
+    seen.disconnect();
+    if (shared.checked) { lanes.forEach(function (lane) { if (!lane.hidden) { seen.observe(lane); } }); }
+  }
   function matches(lane, attr, value, multi) {
     var v = lane.getAttribute(attr) || "";
     return multi ? (" " + v + " ").indexOf(" " + value + " ") >= 0 : v === value;
@@ -1281,6 +1526,7 @@ _JS: Final = """
       return num(a, "data-order") - num(b, "data-order");
     }).forEach(function (lane) { list.appendChild(lane); });
     root.classList.toggle("shared-axis", shared.checked);
+    watchStrips();
     count.textContent = shown + " of " + lanes.length + " lanes shown";
     var p = new URLSearchParams();
     if (q) { p.set("q", text.value.trim()); }
@@ -1303,8 +1549,14 @@ _JS: Final = """
     setSelect(sort, p.get("sort") || "time");
     shared.checked = p.get("axis") === "shared";
   }
+  // an element of a lane's body ("l<lane>-…"), drawing that lane first if it is drawn on demand
+  function target(id) {
+    var el = byId(id), m = /^l(\\d+)-/.exec(id), lane = m ? byId("lane-" + m[1]) : null;
+    if (!el && lane) { drawBody(lane); el = byId(id); }
+    return el;
+  }
   function jump(id) {
-    var el = byId(id);
+    var el = target(id);
     if (!el) { return false; }
     for (var n = el.parentNode; n; n = n.parentNode) {
       if (n.tagName === "DETAILS") { n.open = true; }
@@ -1347,13 +1599,15 @@ _JS: Final = """
   });
   function route() {
     var h = location.hash.replace(/^#/, "");
-    if (h && h.indexOf("=") < 0 && byId(h)) { jump(h); return; }
+    if (h && h.indexOf("=") < 0 && target(h)) { jump(h); return; }
     fromHash(); apply();
   }
   window.addEventListener("hashchange", route);
+  // a link to an element ("#l2-e5") survives the filters writing their state into the hash
+  var first = location.hash.replace(/^#/, "");
   fromHash();
   apply();
-  route();
+  if (first && first.indexOf("=") < 0 && target(first)) { jump(first); }
   root.setAttribute("data-js", "ready");
 }());
 """
@@ -1492,12 +1746,17 @@ def render_report(
     divergences: Sequence[Record] = (),
     replay_mode: str | None = None,
     device_states: Iterable[DeviceStateChange] = (),
+    on_demand: bool | None = None,
 ) -> str:
     """One self-contained HTML page (no external reference) for the given output records.
 
     ``divergences`` are replay's (``divergences.jsonl``) and ``replay_mode`` its ``--decisions``
     mode (shown in a banner); ``device_states`` are the network and voice observations of the input
     (see :func:`device_state_change`), drawn as bands since they write no timeline entry.
+
+    With more than ``OPEN_LANES_MAX`` lanes (or ``on_demand=True``) the lanes start collapsed and
+    each lane's body and shared-axis strip are carried compressed (:class:`_LaneData`): the page
+    draws them when the lane is opened or, for the strip, scrolled into view on the shared axis.
     """
     lanes = _build_lanes(decisions, dispatches, timeline, statuses, dead_letters, divergences, device_states)
     placed = {id(d) for lane in lanes for d in lane.divergences}
@@ -1508,7 +1767,10 @@ def render_report(
     strip_cap = _water_fill(
         [_strip_size(lane) for lane in lanes], STRIP_MARK_BUDGET, STRIP_MARKS_MIN, STRIP_MARKS_MAX
     )
-    open_ = len(lanes) <= OPEN_LANES_MAX
+    if on_demand is None:
+        on_demand = len(lanes) > OPEN_LANES_MAX
+    open_ = not on_demand and len(lanes) <= OPEN_LANES_MAX
+    packed = _LaneData() if on_demand else None
     capped_tables = sum(1 for s in sizes if s > table_cap)
     capped_charts = sum(1 for s in sizes if s > svg_cap)
     windows = [w for w in (lane.window() for lane in lanes) if w is not None]
@@ -1523,10 +1785,12 @@ def render_report(
         )
     if not open_:
         notes.append(
-            f'<p class="muted">{_n(len(lanes))} lanes: collapsed; filter, then use "expand shown".</p>'
+            f'<p class="muted">{_n(len(lanes))} lanes: collapsed (a lane is drawn when it is opened); '
+            'filter, then use "expand shown".</p>'
         )
     lanes_html = "".join(
-        _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis) for i, lane in enumerate(lanes, 1)
+        _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis, packed)
+        for i, lane in enumerate(lanes, 1)
     )
     if not lanes:
         lanes_html = '<p class="muted">No experiences and no timeline entries.</p>'
@@ -1553,7 +1817,8 @@ def render_report(
         "“no experience” lane, which also holds the device's dead letters received outside any "
         "experience. Network and voice records update only the device snapshot: their bands are "
         "drawn from the replay's input. Dead letters never show a payload.</footer>"
-        f"<script>{_JS}</script></body></html>\n"
+        + (packed.html() if packed is not None else "")
+        + f"<script>{_JS}</script></body></html>\n"
     )
 
 

@@ -15,7 +15,13 @@ import pytest
 
 from report import render_report, render_report_from_dir
 from report.__main__ import main as report_main
-from report.html import DeviceStateChange, device_state_change
+from report.html import (
+    LANE_DATA_TYPE,
+    OPEN_LANES_MAX,
+    DeviceStateChange,
+    decode_lane_data,
+    device_state_change,
+)
 
 T0 = 1785400000000
 DEV_A = "airbot-0001"
@@ -671,3 +677,75 @@ def test_from_dir_reads_the_mode_and_divergences(tmp_path: Path) -> None:
     dom = parse(render_report_from_dir(tmp_path).read_text(encoding="utf-8"))
     banner = next(n for n in dom.iter() if n.attrs.get("id") == "replay-mode")
     assert "decisions rules" in banner.text() and "1 divergence" in banner.text()
+
+
+# --------------------------------------------------------------------------- lanes drawn on demand
+
+
+def _eager_parts(page: str) -> dict[str, tuple[str, str]]:
+    """lane id -> (shared-axis strip, body) of a page that draws every lane up front."""
+    parts: dict[str, tuple[str, str]] = {}
+    for m in re.finditer(
+        r'<section class="lane" id="(lane-\d+)".*?<summary>.*?(<svg class="shared" .*?</svg>)?</summary>'
+        r'<div class="lanebody">(.*?)</div></details></section>',
+        page,
+        re.S,
+    ):
+        parts[m.group(1)] = (m.group(2) or "", m.group(3))
+    return parts
+
+
+def test_collapsed_lanes_carry_their_content_compressed_and_identical() -> None:
+    eager = render_report(**sample_records(), generated_note="unit test")
+    page = render_report(**sample_records(), generated_note="unit test", on_demand=True)
+    dom = parse(page)
+    sections = lanes(dom)
+    assert len(sections) == 4
+    # nothing of a lane's body is in the page as markup: no chart, no table, no strip
+    assert not dom.find_all(lambda n: n.tag == "svg" and ("chart" in n.classes or n.classes == {"shared"}))
+    assert not dom.find_all(lambda n: n.tag == "table" and "entries" in n.classes)
+    assert SCRIPT not in page and "&lt;script&gt;alert" not in page  # the lane's text is packed, too
+    # the filters still see every lane's values, and the overview is all there
+    assert {n.attrs["data-experience"]: n.attrs["data-dead"] for n in sections}[EXP_ABORT] == (
+        "not_json privacy_violation"
+    )
+    assert card_rows(dom, "Decisions") == {"continue": 1, "ask_user": 1, "abort": 1, "return_to_station": 1}
+    assert all(n.find_all(lambda x: x.tag == "details" and "open" in x.attrs) == [] for n in sections)
+    # each lane's packed strip and body is exactly what the eager page draws (its tables collapsed)
+    data = {
+        n.attrs["id"]: decode_lane_data(n.text())
+        for n in dom.iter()
+        if n.tag == "script" and n.attrs.get("type") == LANE_DATA_TYPE
+    }
+    assert data and all(k.startswith("lz-") for k in data)
+    expected = _eager_parts(eager)
+    assert set(expected) == {n.attrs["id"] for n in sections}
+    for n in sections:
+        strip, body = data[f"lz-{n.attrs['data-chunk']}"][int(n.attrs["data-slot"])]
+        want_strip, want_body = expected[n.attrs["id"]]
+        assert strip == want_strip and strip.startswith('<svg class="shared"')
+        assert body == want_body.replace('<details class="tbl" open>', '<details class="tbl">')
+    aborted = next(n for n in sections if n.attrs["data-experience"] == EXP_ABORT)
+    _, body = data[f"lz-{aborted.attrs['data-chunk']}"][int(aborted.attrs["data-slot"])]
+    assert "Someone unverified is in the living room." in body and 'class="detail deadletters"' in body
+
+
+def test_many_lanes_are_packed_in_several_chunks() -> None:
+    rec = sample_records()
+    timeline = list(rec["timeline"])
+    statuses = dict(rec["statuses"])
+    for e in range(OPEN_LANES_MAX + 1):
+        exp = f"exp_more_{e:03d}"
+        statuses[exp] = "completed"
+        timeline.append(_tl(1, f"airbot-9{e:03d}", exp, 100_000 + e, "goal", exp, "goal: " + "x" * 8000))
+    page = render_report(**{**rec, "timeline": timeline, "statuses": statuses})
+    dom = parse(page)
+    assert len(lanes(dom)) == OPEN_LANES_MAX + 1 + 4
+    assert all("data-chunk" in n.attrs for n in lanes(dom))  # automatic past OPEN_LANES_MAX
+    blocks = [n for n in dom.iter() if n.tag == "script" and n.attrs.get("type") == LANE_DATA_TYPE]
+    assert len(blocks) > 1
+    slots = {(n.attrs["data-chunk"], n.attrs["data-slot"]) for n in lanes(dom)}
+    assert len(slots) == len(lanes(dom))
+    unpacked = [lane for b in blocks for lane in decode_lane_data(b.text())]
+    assert len(unpacked) == len(lanes(dom))
+    assert sum("x" * 8000 in body for _, body in unpacked) == OPEN_LANES_MAX + 1

@@ -1,0 +1,240 @@
+"""The report at a fleet's scale: its size, the time to write it, and the time Chromium takes to open it.
+
+``python -m bench.report_bench --records 1000000 --devices 175 --out DIR`` runs the bench mix of
+:mod:`bench.workload` (setup records, then the measured observations, in timestamp order) through
+the very :class:`pipeline.runner.Processor` that replay and the worker run, streams the outputs to
+``DIR``'s JSONL files as replay writes them (with ``summary.json``), then times the report writer on
+that directory and, with ``--open``, headless Chromium loading the page until its script says ready.
+Only the report is measured here; replay's own speed is another bench part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.workload import Rec, device_ids, measured_records, setup_end, setup_records
+from guardian.settings import Settings
+from pipeline.core import Pipeline
+from pipeline.runner import MemoryStore, Processor
+from report.html import DeviceStateChange, device_state_change, render_report_from_dir
+from supervisor import rules
+from topics.envelope import Out
+from topics.names import TopicNames
+from topics.registry import load_registry
+
+T0 = 1_785_400_000_000
+PREFIX = "guardian."
+FILES = {
+    "decisions": "decisions.jsonl",
+    "dispatch": "dispatch.jsonl",
+    "timeline": "timeline.jsonl",
+    "deadletter": "deadletter.jsonl",
+}
+#: what ``generate`` leaves for a later run on the same outputs (``--reuse``)
+STATES = "bench-device-states.jsonl"
+INPUTS = "bench-input-records.txt"
+
+
+def _inputs(names: TopicNames, records: int, devices: int) -> Iterator[Rec]:
+    ids = device_ids(devices)
+    setup = setup_records(names, ids, T0)
+    yield from setup
+    yield from measured_records(names, ids, T0, setup_end(ids, T0), max(records - len(setup), 0))
+
+
+def generate(out_dir: Path, *, records: int, devices: int) -> tuple[int, list[DeviceStateChange]]:
+    """Replay's outputs for ``records`` input records of the bench mix over ``devices`` devices."""
+    settings = Settings.from_env({})
+    names = TopicNames(PREFIX)
+    registry = load_registry(settings.contracts_file, settings.capabilities_file)
+    processor = Processor(registry, Pipeline(registry, language=settings.language), rules.decide)
+    store = MemoryStore()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    handles = {kind: (out_dir / name).open("wb") for kind, name in FILES.items()}
+    counts: Counter[str] = Counter()
+    experiences: dict[str, str] = {}
+    drops: Counter[str] = Counter()
+    dead: Counter[str] = Counter()
+    by_kind: Counter[str] = Counter()
+    by_backend: Counter[str] = Counter()
+    states: list[DeviceStateChange] = []
+
+    def write(outs: list[Out]) -> None:
+        for o in outs:
+            v: dict[str, Any] = o.value
+            counts[o.kind] += 1
+            handles[o.kind].write(orjson.dumps(v) + b"\n")
+            if o.kind == "timeline" and v.get("experience_id"):
+                if v.get("stage") == "goal":
+                    experiences.setdefault(v["experience_id"], "active")
+                elif v.get("stage") == "end":
+                    experiences[v["experience_id"]] = str(v.get("status"))
+            if o.kind == "timeline" and v.get("stage") == "drop":
+                drops[str(v.get("drop_reason"))] += 1
+            elif o.kind == "deadletter":
+                dead[str(v.get("reason_code"))] += 1
+            elif o.kind == "decisions":
+                by_kind[str(v.get("decision"))] += 1
+                by_backend[str(v.get("backend"))] += 1
+
+    n = 0
+    try:
+        for offset, rec in enumerate(_inputs(names, records, devices)):
+            suffix = names.suffix_of(rec.topic)
+            assert suffix is not None
+            if suffix == "observations" and (change := device_state_change(rec.ts, rec.value)) is not None:
+                states.append(change)
+            done = processor.process(
+                store,
+                suffix,
+                rec.key,
+                rec.value,
+                source_topic=rec.topic,
+                partition=0,
+                offset=offset,
+                received_at_ms=rec.ts,
+            )
+            write(done.outs)
+            n += 1
+        for device_id in sorted(store.devices):
+            write(processor.confirm_quiet(store, device_id, None).outs)
+    finally:
+        for fh in handles.values():
+            fh.close()
+    summary = {
+        "decisions_mode": "rules",
+        "counts": {k: counts[k] for k in FILES},
+        "drop_reasons": dict(sorted(drops.items())),
+        "deadletter_reasons": dict(sorted(dead.items())),
+        "decisions_by_kind": dict(sorted(by_kind.items())),
+        "decisions_by_backend": dict(sorted(by_backend.items())),
+        "experiences": dict(sorted(experiences.items())),
+    }
+    (out_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    with (out_dir / STATES).open("wb") as fh:
+        for c in states:
+            fh.write(orjson.dumps([c.device_id, c.kind, c.at_ms, c.event_id, c.state]) + b"\n")
+    (out_dir / INPUTS).write_text(str(n), encoding="utf-8")
+    return n, states
+
+
+def reuse(out_dir: Path) -> tuple[int, list[DeviceStateChange]]:
+    """The input count and network/voice changes of an earlier ``generate`` into ``out_dir``."""
+    with (out_dir / STATES).open("rb") as fh:
+        states = [DeviceStateChange(*orjson.loads(line)) for line in fh]
+    return int((out_dir / INPUTS).read_text(encoding="utf-8")), states
+
+
+_READY_JS = "document.documentElement.getAttribute('data-js')"
+
+
+def open_seconds(page: Path, binary: str) -> float:
+    """Seconds from launching headless Chromium on ``page`` until the report's script said ready.
+
+    Measured with ``--dump-dom`` under a fresh profile: the browser starts, loads and parses the page,
+    runs its script and dumps the DOM. The same run on an empty page is subtracted (browser start-up).
+    """
+
+    def run(url: str, ready: bool = True) -> float:
+        with tempfile.TemporaryDirectory(prefix="report-bench-") as profile:
+            started = time.monotonic()
+            proc = subprocess.run(
+                [
+                    binary,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-extensions",
+                    "--host-resolver-rules=MAP * ~NOTFOUND",
+                    f"--user-data-dir={profile}",
+                    "--dump-dom",
+                    url,
+                ],
+                capture_output=True,
+                timeout=300,
+                check=True,
+            )
+            elapsed = time.monotonic() - started
+        if ready and b'data-js="ready"' not in proc.stdout:
+            raise RuntimeError(f"the report's script did not finish in Chromium: {page}")
+        return elapsed
+
+    with tempfile.TemporaryDirectory(prefix="report-bench-") as tmp:
+        blank = Path(tmp) / "blank.html"
+        blank.write_text("<!DOCTYPE html><title>blank</title><section></section>", encoding="utf-8")
+        base = min(run(blank.as_uri(), ready=False) for _ in range(2))
+    return max(0.0, min(run(page.as_uri()) for _ in range(2)) - base)
+
+
+def run_bench(
+    *, records: int, devices: int, out: Path | None, open_page: bool, again: bool = False
+) -> dict[str, Any]:
+    work = out or Path(tempfile.mkdtemp(prefix="report-bench-"))
+    try:
+        started = time.monotonic()
+        if again and out is not None and (out / INPUTS).exists():
+            n, states = reuse(out)
+        else:
+            n, states = generate(work, records=records, devices=devices)
+        generated_s = time.monotonic() - started
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.monotonic()
+        page = render_report_from_dir(work, device_states=states)
+        write_s = time.monotonic() - started
+        result: dict[str, Any] = {
+            "input_records": n,
+            "devices": devices,
+            "outputs": json.loads((work / "summary.json").read_text())["counts"],
+            "output_jsonl_bytes": sum((work / f).stat().st_size for f in FILES.values()),
+            "report_bytes": page.stat().st_size,
+            "report_write_s": round(write_s, 2),
+            "generate_s": round(generated_s, 1),
+            "peak_rss_mb_before_report": rss_before // 1024,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        }
+        if open_page:
+            binary = shutil.which("chromium") or shutil.which("chromium-browser")
+            if binary is None:
+                raise RuntimeError("headless Chromium is not installed")
+            result["chromium_open_s"] = round(open_seconds(page, binary), 2)
+        return result
+    finally:
+        if out is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report_bench", description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--devices", type=int, default=175)
+    parser.add_argument("--out", type=Path, default=None, help="keep the outputs and report here")
+    parser.add_argument("--open", action="store_true", help="also time headless Chromium opening it")
+    parser.add_argument(
+        "--reuse", action="store_true", help="render the outputs an earlier run left in --out"
+    )
+    args = parser.parse_args(argv)
+    result = run_bench(
+        records=args.records, devices=args.devices, out=args.out, open_page=args.open, again=args.reuse
+    )
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
