@@ -21,8 +21,10 @@ import base64
 import bisect
 import json
 import zlib
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
@@ -256,11 +258,95 @@ def _state_intervals(changes: Iterable[DeviceStateChange]) -> dict[str, list[Sta
 # --------------------------------------------------------------------------- the model
 
 
+class _Records:
+    """One kind of output record: scanned once in order, then loaded back a lane at a time.
+
+    A record is named by a handle (its index in a list, or its byte offset in a JSONL file), so
+    the report holds per lane only handles and aggregates, never every record at once.
+    """
+
+    def scan(self) -> Iterator[tuple[int, Record]]:
+        raise NotImplementedError
+
+    def load(self, handles: Sequence[int]) -> list[Record]:
+        raise NotImplementedError
+
+
+class _ListRecords(_Records):
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.records = records
+
+    def scan(self) -> Iterator[tuple[int, Record]]:
+        return enumerate(self.records)
+
+    def load(self, handles: Sequence[int]) -> list[Record]:
+        return [self.records[h] for h in handles]
+
+
+class _FileRecords(_Records):
+    """A JSONL output file; a line that is not a JSON object raises ValueError naming it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _parse(self, line: bytes, lineno: int | None) -> dict[str, Any]:
+        where = f"{self.path.name}:{lineno}" if lineno is not None else self.path.name
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not JSON ({exc.msg})") from exc
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{where}: not UTF-8 ({exc.reason})") from exc
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: not a JSON object")
+        return value
+
+    def scan(self) -> Iterator[tuple[int, Record]]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as fh:
+            offset = 0
+            for lineno, line in enumerate(fh, 1):
+                start, offset = offset, offset + len(line)
+                if line.strip():
+                    yield start, self._parse(line, lineno)
+
+    def load(self, handles: Sequence[int]) -> list[Record]:
+        if not handles:
+            return []
+        out: list[Record] = []
+        with self.path.open("rb") as fh:
+            for h in handles:
+                fh.seek(h)
+                out.append(self._parse(fh.readline(), None))
+        return out
+
+
+@dataclass
+class _Sources:
+    decisions: _Records
+    dispatches: _Records
+    timeline: _Records
+    dead_letters: _Records
+
+
+def _handles() -> array[int]:
+    return array("q")
+
+
+#: the stages a lane's strip on the shared axis marks
+_STRIP_STAGES: Final = ("decide", "act", "drop", "end", "goal")
+
+
 @dataclass
 class _Lane:
+    """A lane: its aggregates (all the page needs to list, filter and order it) and the handles of
+    its records; the records themselves are loaded only while the lane is drawn (:func:`_drawn`)."""
+
     key: str
     experience_id: str  # "" for a device's "no experience" lane
     device_id: str
+    created: int = 0
     entries: list[Record] = field(default_factory=list)
     decisions: list[Record] = field(default_factory=list)
     dispatches: list[Record] = field(default_factory=list)
@@ -270,18 +356,41 @@ class _Lane:
     foreign_dead: list[Record] = field(default_factory=list)
     divergences: list[Record] = field(default_factory=list)
     states: list[StateInterval] = field(default_factory=list)
+    h_entries: array[int] = field(default_factory=_handles)
+    h_decisions: array[int] = field(default_factory=_handles)
+    h_dispatches: array[int] = field(default_factory=_handles)
+    h_dead: array[int] = field(default_factory=_handles)
+    h_foreign: array[int] = field(default_factory=_handles)
+    strip_marks: int = 0
+    t_lo: int | None = None
+    t_hi: int | None = None
+    first: int | None = None
+    decision_values: set[str] = field(default_factory=set)
+    backend_values: set[str] = field(default_factory=set)
+    drop_values: set[str] = field(default_factory=set)
+    dead_values: set[str] = field(default_factory=set)
+    #: (sort key, at_ms) of the first goal and the first end entry, and of the last end with a status
+    goal: tuple[tuple[int, int, int], int | None] | None = None
+    end: tuple[tuple[int, int, int], int | None] | None = None
+    last_status: tuple[tuple[int, int, int], str] | None = None
 
     @property
     def is_experience(self) -> bool:
         return self.experience_id != ""
 
+    def seen_at(self, t: int | None, *, first: bool = False) -> None:
+        if t is None:
+            return
+        self.t_lo = t if self.t_lo is None else min(self.t_lo, t)
+        self.t_hi = t if self.t_hi is None else max(self.t_hi, t)
+        if first:
+            self.first = t if self.first is None else min(self.first, t)
+
     def window(self) -> tuple[int, int] | None:
         """First and last time of the lane's entries, decisions, dispatches and dead letters."""
-        times = [t for t in (_int(r, "at_ms") for r in self.entries) if t is not None]
-        times += [t for t in (_int(r, "decided_at_ms") for r in self.decisions) if t is not None]
-        times += [t for t in (_int(r, "created_at_ms") for r in self.dispatches) if t is not None]
-        times += [t for t in (_int(r, "received_at_ms") for r in self.dead_letters) if t is not None]
-        return (min(times), max(times)) if times else None
+        if self.t_lo is None or self.t_hi is None:
+            return None
+        return (self.t_lo, self.t_hi)
 
     def severity(self) -> int:
         """0 = most severe (SEVERITY_LABELS)."""
@@ -289,9 +398,24 @@ class _Lane:
             return SEVERE_STATUSES.index(self.status)
         if self.divergences:
             return len(SEVERE_STATUSES)
-        if self.dead_letters or self.foreign_dead:
+        if self.h_dead or self.h_foreign:
             return len(SEVERE_STATUSES) + 1
         return len(SEVERE_STATUSES) + 2
+
+
+@dataclass
+class _Totals:
+    """The fleet overview's counts."""
+
+    timeline: int = 0
+    decisions: int = 0
+    dispatches: int = 0
+    local_dispatches: int = 0
+    dead_letters: int = 0
+    drops: Counter[str] = field(default_factory=Counter)
+    dead: Counter[str] = field(default_factory=Counter)
+    by_decision: Counter[str] = field(default_factory=Counter)
+    by_backend: Counter[str] = field(default_factory=Counter)
 
 
 def _sort_key(indexed: tuple[int, Record]) -> tuple[int, int, int]:
@@ -302,52 +426,100 @@ def _sort_key(indexed: tuple[int, Record]) -> tuple[int, int, int]:
 
 
 def _build_lanes(
-    decisions: Sequence[Record],
-    dispatches: Sequence[Record],
-    timeline: Sequence[Record],
+    sources: _Sources,
     statuses: Mapping[str, str],
-    dead_letters: Sequence[Record] = (),
     divergences: Sequence[Record] = (),
     state_changes: Iterable[DeviceStateChange] = (),
-) -> list[_Lane]:
+) -> tuple[list[_Lane], _Totals, list[Record]]:
+    """The lanes (aggregates and record handles), the overview's counts and the divergences no lane
+    holds, from one pass over each kind of record (timeline first: dead letters go by its spans)."""
     lanes: dict[str, _Lane] = {}
+    totals = _Totals()
+    wanted = {_str(d, "trigger_event_id") for d in divergences}
+    #: trigger -> lanes whose observe/drop entry names it, and whose decision answers it
+    entry_of: dict[str, list[_Lane]] = {}
+    decision_of: dict[str, list[_Lane]] = {}
 
     def lane_for(exp: str, device: str) -> _Lane:
         key = f"e:{exp}" if exp else f"d:{device}"
         lane = lanes.get(key)
         if lane is None:
-            lane = lanes[key] = _Lane(key=key, experience_id=exp, device_id=device)
+            lane = lanes[key] = _Lane(key=key, experience_id=exp, device_id=device, created=len(lanes))
         elif not lane.device_id and device:
             lane.device_id = device
         return lane
 
-    for rec in timeline:
-        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).entries.append(rec)
-    for rec in decisions:
-        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).decisions.append(rec)
-    for rec in dispatches:
-        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).dispatches.append(rec)
+    for h, rec in sources.timeline.scan():
+        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
+        totals.timeline += 1
+        stage, at = _str(rec, "stage"), _int(rec, "at_ms")
+        key = _sort_key((len(lane.h_entries), rec))
+        lane.h_entries.append(h)
+        lane.seen_at(at, first=True)
+        if stage in _STRIP_STAGES:
+            lane.strip_marks += 1
+        if stage == "drop":
+            reason = _str(rec, "drop_reason")
+            totals.drops[reason] += 1
+            lane.drop_values.add(reason)
+        elif stage == "goal" and (lane.goal is None or key < lane.goal[0]):
+            lane.goal = (key, at)
+        elif stage == "end":
+            if lane.end is None or key < lane.end[0]:
+                lane.end = (key, at)
+            status = _str(rec, "status")
+            if status and (lane.last_status is None or key > lane.last_status[0]):
+                lane.last_status = (key, status)
+        if stage in ("observe", "drop") and _str(rec, "ref_id") in wanted:
+            entry_of.setdefault(_str(rec, "ref_id"), []).append(lane)
+    for h, rec in sources.decisions.scan():
+        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
+        totals.decisions += 1
+        lane.h_decisions.append(h)
+        lane.seen_at(_int(rec, "decided_at_ms"), first=True)
+        decision, backend = _str(rec, "decision"), _str(rec, "backend")
+        totals.by_decision[decision] += 1
+        totals.by_backend[backend] += 1
+        lane.decision_values.add(decision)
+        lane.backend_values.add(backend)
+        if _str(rec, "trigger_event_id") in wanted:
+            decision_of.setdefault(_str(rec, "trigger_event_id"), []).append(lane)
+    for h, rec in sources.dispatches.scan():
+        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
+        totals.dispatches += 1
+        if rec.get("decision_id") is None:
+            totals.local_dispatches += 1
+        lane.h_dispatches.append(h)
+        lane.seen_at(_int(rec, "created_at_ms"))
     for exp in statuses:
         if exp:
             lane_for(str(exp), "")
 
     for lane in lanes.values():
-        lane.entries = [rec for _, rec in sorted(enumerate(lane.entries), key=_sort_key)]
         if not lane.is_experience:
             lane.status = NO_EXPERIENCE
             continue
-        status = statuses.get(lane.experience_id)
+        status = statuses.get(lane.experience_id) or ""
         if not status:
-            ends = [_str(r, "status") for r in lane.entries if _str(r, "stage") == "end"]
-            status = next((s for s in reversed(ends) if s), "active")
+            status = lane.last_status[1] if lane.last_status is not None else "active"
         lane.status = str(status)
 
-    _place_dead_letters(lanes, lane_for, dead_letters)
+    dead_events = _place_dead_letters(lanes, lane_for, sources.dead_letters, totals)
     for lane in lanes.values():
         if not lane.is_experience:
             lane.status = NO_EXPERIENCE
-    _place_divergences(lanes.values(), divergences)
-    dead_events = {(_str(d, "key"), _str(d, "event_id")) for d in dead_letters if d.get("event_id")}
+    unplaced: list[Record] = []
+    for div in divergences:
+        trigger = _str(div, "trigger_event_id")
+        homes = decision_of.get(trigger)
+        if homes:
+            home: _Lane | None = max(homes, key=lambda lane: lane.created)
+        else:
+            home = min(entry_of.get(trigger, ()), key=lambda lane: lane.created, default=None)
+        if home is None:
+            unplaced.append(div)
+        else:
+            home.divergences.append(div)
     intervals = _state_intervals(c for c in state_changes if (c.device_id, c.event_id) not in dead_events)
     for lane in lanes.values():
         window = lane.window()
@@ -361,44 +533,56 @@ def _build_lanes(
         ]
 
     def order(lane: _Lane) -> tuple[str, int, int, str]:
-        times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
-        times += [t for t in (_int(r, "decided_at_ms") for r in lane.decisions) if t is not None]
-        first = min(times) if times else 0
+        first = lane.first if lane.first is not None else 0
         return (lane.device_id, 0 if lane.is_experience else 1, first, lane.experience_id)
 
-    return sorted(lanes.values(), key=order)
+    return sorted(lanes.values(), key=order), totals, unplaced
 
 
 def _place_dead_letters(
-    lanes: Mapping[str, _Lane], lane_for: Callable[[str, str], _Lane], dead_letters: Sequence[Record]
-) -> None:
+    lanes: Mapping[str, _Lane],
+    lane_for: Callable[[str, str], _Lane],
+    dead_letters: _Records,
+    totals: _Totals,
+) -> set[tuple[str, str]]:
     """Each dead letter goes to its device's experience lane running at its receive time, else to
     the device's "no experience" lane; a ``cross_device`` letter is also shown in the lane of the
-    experience its correlation names."""
+    experience its correlation names. Returns the (device, event ID) of every dead letter."""
     spans: dict[str, list[tuple[int, int | None, _Lane]]] = {}
     for lane in lanes.values():
-        if not lane.is_experience:
+        if not lane.is_experience or lane.goal is None or lane.goal[1] is None:
             continue
-        goal = next((_int(r, "at_ms") for r in lane.entries if _str(r, "stage") == "goal"), None)
-        if goal is None:
-            continue
-        end = next((_int(r, "at_ms") for r in lane.entries if _str(r, "stage") == "end"), None)
-        spans.setdefault(lane.device_id, []).append((goal, end, lane))
+        spans.setdefault(lane.device_id, []).append(
+            (lane.goal[1], lane.end[1] if lane.end is not None else None, lane)
+        )
+    for items in spans.values():
+        items.sort(key=lambda s: s[0])
     by_experience = {lane.experience_id: lane for lane in lanes.values() if lane.is_experience}
-    for rec in dead_letters:
+    dead_events: set[tuple[str, str]] = set()
+    for h, rec in dead_letters.scan():
         device = _str(rec, "key")
         at = _int(rec, "received_at_ms")
+        reason = _str(rec, "reason_code")
+        totals.dead_letters += 1
+        totals.dead[reason] += 1
+        if rec.get("event_id"):
+            dead_events.add((device, _str(rec, "event_id")))
         home: _Lane | None = None
         if at is not None:
-            for start, end, lane in sorted(spans.get(device, ()), key=lambda s: s[0]):
+            for start, end, lane in spans.get(device, ()):
                 if start <= at and (end is None or at <= end):
                     home = lane
         if home is None:
             home = lane_for("", device)
-        home.dead_letters.append(rec)
+        home.h_dead.append(h)
+        home.seen_at(at)
+        home.dead_values.add(reason)
+        home.strip_marks += 1
         target = by_experience.get(_correlated_experience(rec))
         if target is not None and target is not home:
-            target.foreign_dead.append(rec)
+            target.h_foreign.append(h)
+            target.dead_values.add(reason)
+    return dead_events
 
 
 def _correlated_experience(rec: Record) -> str:
@@ -414,23 +598,25 @@ def _correlated_experience(rec: Record) -> str:
     return exp if isinstance(exp, str) else ""
 
 
-def _place_divergences(lanes: Iterable[_Lane], divergences: Sequence[Record]) -> list[Record]:
-    """Attach each divergence to the lane whose decision (or timeline) has its trigger; return the rest."""
-    by_trigger: dict[str, _Lane] = {}
-    for lane in lanes:
-        for rec in lane.entries:
-            if _str(rec, "stage") in ("observe", "drop"):
-                by_trigger.setdefault(_str(rec, "ref_id"), lane)
-        for rec in lane.decisions:
-            by_trigger[_str(rec, "trigger_event_id")] = lane
-    unplaced: list[Record] = []
-    for div in divergences:
-        home = by_trigger.get(_str(div, "trigger_event_id"))
-        if home is None:
-            unplaced.append(div)
-        else:
-            home.divergences.append(div)
-    return unplaced
+@contextmanager
+def _drawn(lane: _Lane, sources: _Sources) -> Iterator[_Lane]:
+    """The lane with its records loaded (entries in time and sequence order), for drawing it."""
+    entries = sources.timeline.load(lane.h_entries)
+    lane.entries = [rec for _, rec in sorted(enumerate(entries), key=_sort_key)]
+    lane.decisions = sources.decisions.load(lane.h_decisions)
+    lane.dispatches = sources.dispatches.load(lane.h_dispatches)
+    lane.dead_letters = sources.dead_letters.load(lane.h_dead)
+    lane.foreign_dead = sources.dead_letters.load(lane.h_foreign)
+    try:
+        yield lane
+    finally:
+        lane.entries, lane.decisions, lane.dispatches, lane.dead_letters, lane.foreign_dead = (
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
 
 
 # --------------------------------------------------------------------------- overview
@@ -468,22 +654,14 @@ def _status_strip(counts: Counter[str]) -> str:
     return f'<div class="strip">{segs}</div>'
 
 
-def _overview(
-    lanes: Sequence[_Lane],
-    decisions: Sequence[Record],
-    dispatches: Sequence[Record],
-    timeline: Sequence[Record],
-    dead_letters: Sequence[Record],
-) -> str:
+def _overview(lanes: Sequence[_Lane], totals: _Totals) -> str:
     exp_lanes = [lane for lane in lanes if lane.is_experience]
     by_status: Counter[str] = Counter(lane.status for lane in exp_lanes)
     for s in STATUSES:
         by_status.setdefault(s, 0)
-    drops: Counter[str] = Counter(_str(r, "drop_reason") for r in timeline if _str(r, "stage") == "drop")
-    dead: Counter[str] = Counter(_str(r, "reason_code") for r in dead_letters)
-    by_decision: Counter[str] = Counter(_str(r, "decision") for r in decisions)
-    by_backend: Counter[str] = Counter(_str(r, "backend") for r in decisions)
-    local = sum(1 for r in dispatches if r.get("decision_id") is None)
+    drops, dead = totals.drops, totals.dead
+    by_decision, by_backend = totals.by_decision, totals.by_backend
+    local = totals.local_dispatches
     devices = {lane.device_id for lane in lanes if lane.device_id}
 
     status_rows = "".join(
@@ -495,12 +673,12 @@ def _overview(
         '<div class="stats">'
         f'<div class="stat"><b>{_n(len(exp_lanes))}</b><span>experiences</span></div>'
         f'<div class="stat"><b>{_n(len(devices))}</b><span>devices</span></div>'
-        f'<div class="stat"><b>{_n(len(timeline))}</b><span>timeline entries</span></div>'
-        f'<div class="stat"><b>{_n(len(decisions))}</b><span>decisions</span></div>'
-        f'<div class="stat"><b>{_n(len(dispatches))}</b><span>dispatches</span>'
-        f"<small>{_n(len(dispatches) - local)} from decisions · {_n(local)} local</small></div>"
+        f'<div class="stat"><b>{_n(totals.timeline)}</b><span>timeline entries</span></div>'
+        f'<div class="stat"><b>{_n(totals.decisions)}</b><span>decisions</span></div>'
+        f'<div class="stat"><b>{_n(totals.dispatches)}</b><span>dispatches</span>'
+        f"<small>{_n(totals.dispatches - local)} from decisions · {_n(local)} local</small></div>"
         f'<div class="stat"><b>{_n(sum(drops.values()))}</b><span>drops</span></div>'
-        f'<div class="stat"><b>{_n(len(dead_letters))}</b><span>dead letters</span></div>'
+        f'<div class="stat"><b>{_n(totals.dead_letters)}</b><span>dead letters</span></div>'
         "</div>"
     )
     status_card = (
@@ -1021,8 +1199,7 @@ def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
 
 
 def _strip_size(lane: _Lane) -> int:
-    marks = sum(1 for r in lane.entries if _str(r, "stage") in ("decide", "act", "drop", "end", "goal"))
-    return marks + len(lane.dead_letters)
+    return lane.strip_marks
 
 
 class _LaneData:
@@ -1640,16 +1817,10 @@ def _filters(lanes: Sequence[_Lane], ruler: str) -> str:
         f'<option value="{_e(s)}">{_e("no experience" if s == NO_EXPERIENCE else s)}</option>'
         for s in statuses
     )
-    decisions = _options((_str(r, "decision") for lane in lanes for r in lane.decisions), DECISIONS)
-    backends = _options((_str(r, "backend") for lane in lanes for r in lane.decisions), BACKENDS)
-    drops = _options(
-        (_str(r, "drop_reason") for lane in lanes for r in lane.entries if _str(r, "stage") == "drop"),
-        DROP_REASONS,
-    )
-    dead = _options(
-        (_str(r, "reason_code") for lane in lanes for r in (*lane.dead_letters, *lane.foreign_dead)),
-        DEAD_LETTER_REASONS,
-    )
+    decisions = _options((v for lane in lanes for v in lane.decision_values), DECISIONS)
+    backends = _options((v for lane in lanes for v in lane.backend_values), BACKENDS)
+    drops = _options((v for lane in lanes for v in lane.drop_values), DROP_REASONS)
+    dead = _options((v for lane in lanes for v in lane.dead_values), DEAD_LETTER_REASONS)
     return (
         '<div class="filters" id="filters" role="search">'
         '<input type="search" id="f-text" placeholder="filter by experience or device id…" '
@@ -1758,10 +1929,38 @@ def render_report(
     each lane's body and shared-axis strip are carried compressed (:class:`_LaneData`): the page
     draws them when the lane is opened or, for the strip, scrolled into view on the shared axis.
     """
-    lanes = _build_lanes(decisions, dispatches, timeline, statuses, dead_letters, divergences, device_states)
-    placed = {id(d) for lane in lanes for d in lane.divergences}
-    unplaced = [d for d in divergences if id(d) not in placed]
-    sizes = [len(lane.entries) for lane in lanes]
+    sources = _Sources(
+        _ListRecords(decisions), _ListRecords(dispatches), _ListRecords(timeline), _ListRecords(dead_letters)
+    )
+    return "".join(
+        _page(
+            sources,
+            statuses,
+            title=title,
+            generated_note=generated_note,
+            divergences=divergences,
+            replay_mode=replay_mode,
+            device_states=device_states,
+            on_demand=on_demand,
+        )
+    )
+
+
+def _page(
+    sources: _Sources,
+    statuses: Mapping[str, str],
+    *,
+    title: str,
+    generated_note: str | Callable[[_Totals], str],
+    divergences: Sequence[Record],
+    replay_mode: str | None,
+    device_states: Iterable[DeviceStateChange],
+    on_demand: bool | None,
+) -> Iterator[str]:
+    """The page, in pieces; it holds the lanes' aggregates and handles, one lane's records at a
+    time, and (on demand) the compressed lane data."""
+    lanes, totals, unplaced = _build_lanes(sources, statuses, divergences, device_states)
+    sizes = [len(lane.h_entries) for lane in lanes]
     table_cap = _water_fill(sizes, TABLE_ROW_BUDGET, TABLE_ROWS_MIN, TABLE_ROWS_MAX)
     svg_cap = _water_fill(sizes, SVG_MARK_BUDGET, SVG_MARKS_MIN, SVG_MARKS_MAX)
     strip_cap = _water_fill(
@@ -1788,14 +1987,9 @@ def render_report(
             f'<p class="muted">{_n(len(lanes))} lanes: collapsed (a lane is drawn when it is opened); '
             'filter, then use "expand shown".</p>'
         )
-    lanes_html = "".join(
-        _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis, packed)
-        for i, lane in enumerate(lanes, 1)
-    )
-    if not lanes:
-        lanes_html = '<p class="muted">No experiences and no timeline entries.</p>'
-    note_html = f'<div class="note">{_e(generated_note)}</div>' if generated_note else ""
-    return (
+    note = generated_note(totals) if callable(generated_note) else generated_note
+    note_html = f'<div class="note">{_e(note)}</div>' if note else ""
+    yield (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
@@ -1805,42 +1999,32 @@ def render_report(
         f"<title>{_e(title)}</title><style>{_CSS}</style><script>{_PROBE_JS}</script></head><body>"
         f"<header><h1>{_e(title)}</h1>{note_html}{_replay_banner(replay_mode, divergences, unplaced)}"
         "</header><main>"
-        + _overview(lanes, decisions, dispatches, timeline, dead_letters)
+        + _overview(lanes, totals)
         + '<section id="lanes"><h2>Experiences</h2>'
         + _filters(lanes, _axis_svg(axis))
-        + _legend(any(lane.states for lane in lanes), bool(dead_letters))
+        + _legend(any(lane.states for lane in lanes), totals.dead_letters > 0)
         + "".join(notes)
-        + f'<div id="lane-list">{lanes_html}</div>'
-        + "</section></main>"
+        + '<div id="lane-list">'
+    )
+    for i, lane in enumerate(lanes, 1):
+        with _drawn(lane, sources):
+            yield _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis, packed)
+    if not lanes:
+        yield '<p class="muted">No experiences and no timeline entries.</p>'
+    yield (
+        "</div></section></main>"
         "<footer>Times are UTC. Hover a mark for its summary, ref_id and drop reason. "
         "Lanes are grouped by experience; entries without an experience form a per-device "
         "“no experience” lane, which also holds the device's dead letters received outside any "
         "experience. Network and voice records update only the device snapshot: their bands are "
         "drawn from the replay's input. Dead letters never show a payload.</footer>"
-        + (packed.html() if packed is not None else "")
-        + f"<script>{_JS}</script></body></html>\n"
     )
+    if packed is not None:
+        yield packed.html()
+    yield f"<script>{_JS}</script></body></html>\n"
 
 
 # --------------------------------------------------------------------------- from a directory
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path.name}:{lineno}: not JSON ({exc.msg})") from exc
-            if not isinstance(value, dict):
-                raise ValueError(f"{path.name}:{lineno}: not a JSON object")
-            out.append(value)
-    return out
 
 
 def render_report_from_dir(
@@ -1848,11 +2032,16 @@ def render_report_from_dir(
     *,
     title: str = "Guardian incident report",
     device_states: Iterable[DeviceStateChange] = (),
+    on_demand: bool | None = None,
 ) -> Path:
     """Read a replay/demo output directory and write `report.html` into it; return its path.
 
     ``device_states``: the network and voice observations of the replay's input (the output files
     do not hold them); without them the report has no network or voice bands.
+
+    The output files are read twice and never held: a first pass keeps per lane its aggregates
+    (counts, time window, status, filter values) and an 8-byte offset per record; then each lane's
+    records are read back, drawn (and, on demand, compressed) and let go before the next lane's.
     """
     out_dir = Path(out_dir)
     summary_path = out_dir / "summary.json"
@@ -1865,27 +2054,37 @@ def render_report_from_dir(
             statuses = {str(k): str(v) for k, v in experiences.items()}
         if isinstance(summary, dict) and isinstance(summary.get("decisions_mode"), str):
             mode = summary["decisions_mode"]
-    decisions = _read_jsonl(out_dir / "decisions.jsonl")
-    dispatches = _read_jsonl(out_dir / "dispatch.jsonl")
-    timeline = _read_jsonl(out_dir / "timeline.jsonl")
-    dead_letters = _read_jsonl(out_dir / "deadletter.jsonl")
-    divergences = _read_jsonl(out_dir / "divergences.jsonl")
-    note = (
-        f"From {out_dir.name or '.'}/: {_n(len(timeline))} timeline entries, {_n(len(decisions))} decisions, "
-        f"{_n(len(dispatches))} dispatches, {_n(len(dead_letters))} dead letters."
+    sources = _Sources(
+        _FileRecords(out_dir / "decisions.jsonl"),
+        _FileRecords(out_dir / "dispatch.jsonl"),
+        _FileRecords(out_dir / "timeline.jsonl"),
+        _FileRecords(out_dir / "deadletter.jsonl"),
     )
-    page = render_report(
-        decisions=decisions,
-        dispatches=dispatches,
-        timeline=timeline,
-        dead_letters=dead_letters,
-        statuses=statuses,
-        title=title,
-        generated_note=note,
-        divergences=divergences,
-        replay_mode=mode,
-        device_states=device_states,
-    )
+    divergences = [rec for _, rec in _FileRecords(out_dir / "divergences.jsonl").scan()]
+
+    def note(totals: _Totals) -> str:
+        return (
+            f"From {out_dir.name or '.'}/: {_n(totals.timeline)} timeline entries, "
+            f"{_n(totals.decisions)} decisions, {_n(totals.dispatches)} dispatches, "
+            f"{_n(totals.dead_letters)} dead letters."
+        )
+
     target = out_dir / "report.html"
-    target.write_text(page, encoding="utf-8")
+    partial = out_dir / "report.html.partial"
+    try:
+        with partial.open("w", encoding="utf-8") as fh:
+            for piece in _page(
+                sources,
+                statuses,
+                title=title,
+                generated_note=note,
+                divergences=divergences,
+                replay_mode=mode,
+                device_states=device_states,
+                on_demand=on_demand,
+            ):
+                fh.write(piece)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
     return target

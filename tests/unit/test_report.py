@@ -749,3 +749,41 @@ def test_many_lanes_are_packed_in_several_chunks() -> None:
     unpacked = [lane for b in blocks for lane in decode_lane_data(b.text())]
     assert len(unpacked) == len(lanes(dom))
     assert sum("x" * 8000 in body for _, body in unpacked) == OPEN_LANES_MAX + 1
+
+
+@pytest.mark.parametrize("on_demand", [False, True])
+def test_from_dir_streams_the_files_to_the_same_page(tmp_path: Path, on_demand: bool) -> None:
+    """The directory's files are read lane by lane, not held: the page is the one its records make."""
+    rec = sample_records()
+    rec["timeline"][0]["summary"] = "goal: 거실과 주방을 순찰"
+    divergences = [
+        {"trigger_event_id": "obs_a_20", "kind": "different", "field": "decision", "recorded": "continue"},
+        {"trigger_event_id": "obs_zz", "kind": "not_reproduced", "recorded": "dec_zz"},
+    ]
+    files = {
+        "decisions.jsonl": rec["decisions"],
+        "dispatch.jsonl": rec["dispatches"],
+        "timeline.jsonl": rec["timeline"],
+        "deadletter.jsonl": rec["dead_letters"],
+        "divergences.jsonl": divergences,
+    }
+    for name, items in files.items():
+        # blank lines and non-ASCII text shift the byte offsets the second pass seeks to
+        (tmp_path / name).write_text("\n".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items))
+    summary = {"decisions_mode": "recorded", "experiences": rec["statuses"]}
+    (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    states = [DeviceStateChange(DEV_A, "network", T0 + 5_000, "net_down", "disconnected")]
+    page = render_report_from_dir(tmp_path, device_states=states, on_demand=on_demand).read_text(
+        encoding="utf-8"
+    )
+    expected = render_report(
+        **rec,
+        generated_note=f"From {tmp_path.name}/: 30 timeline entries, 4 decisions, 3 dispatches, "
+        "3 dead letters.",
+        divergences=divergences,
+        replay_mode="recorded",
+        device_states=states,
+        on_demand=on_demand,
+    )
+    assert page == expected
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("report.html")] == ["report.html"]
