@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -471,12 +470,12 @@ def test_fleet_scale_page_stays_bounded() -> None:
             )
         timeline.append(_tl(50, dev, exp, e * 100_000 + 30_000, "end", exp, "end", status="completed"))
     assert len(timeline) == 100_000
-    started = time.monotonic()
     page = render_report(decisions=[], dispatches=[], timeline=timeline, dead_letters=[], statuses=statuses)
-    elapsed = time.monotonic() - started
     assert page.count('class="lane"') == 2000
-    assert len(page.encode()) < 60_000_000, len(page)
-    assert elapsed < 60
+    # collapsed and drawn on demand: every lane is listed, its content is packed (drawn, it is ~33 MB)
+    assert page.count("data-chunk=") == 2000
+    assert 'class="chart"' not in page
+    assert len(page.encode()) < 8_000_000, len(page)
 
 
 def test_render_report_from_dir_and_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
