@@ -1211,9 +1211,10 @@ def _strip_size(lane: _Lane) -> int:
 
 
 class _LaneData:
-    """The bodies and strips of collapsed lanes, packed into deflated, base64-encoded chunks.
+    """The lane list, and the bodies and strips of its collapsed lanes, packed: the list deflated as
+    one stream ("lz-list"), the bodies and strips in deflated chunks ("lz-K"), all base64-encoded.
 
-    It holds only the encoded chunks and the one being filled (at most ~``LANE_CHUNK_BYTES`` of HTML).
+    It holds only compressed data and the chunk being filled (at most ~``LANE_CHUNK_BYTES`` of HTML).
     """
 
     def __init__(self, chunk_bytes: int = LANE_CHUNK_BYTES) -> None:
@@ -1221,6 +1222,12 @@ class _LaneData:
         self.encoded: list[str] = []
         self._current: list[tuple[str, str]] = []
         self._size = 0
+        self._list = zlib.compressobj(9, zlib.DEFLATED, -15)
+        self._listed: list[bytes] = []
+
+    def append_list(self, html: str) -> None:
+        """Append to the lane list (the page's script puts it in place when it starts)."""
+        self._listed.append(self._list.compress(html.encode("utf-8")))
 
     def add(self, strip: str, body: str) -> tuple[int, int]:
         """Store a lane's strip and body; return its (chunk, slot)."""
@@ -1241,7 +1248,10 @@ class _LaneData:
 
     def html(self) -> str:
         self.flush()
-        return "".join(
+        self._listed.append(self._list.flush())
+        listed = base64.b64encode(b"".join(self._listed)).decode("ascii")
+        self._listed = []
+        return f'<script type="{LANE_DATA_TYPE}" id="lz-list">{listed}</script>' + "".join(
             f'<script type="{LANE_DATA_TYPE}" id="lz-{k}">{chunk}</script>'
             for k, chunk in enumerate(self.encoded)
         )
@@ -1249,6 +1259,11 @@ class _LaneData:
 
 #: the type of the (never executed) script elements that carry the lanes' data
 LANE_DATA_TYPE: Final = "application/x-guardian-lanes"
+
+
+def decode_lane_list(block: str) -> str:
+    """The ``lz-list`` block's HTML (the lane list): what the page's script does, in Python."""
+    return zlib.decompress(base64.b64decode(block), -15).decode("utf-8")
 
 
 def decode_lane_data(chunk: str) -> list[tuple[str, str]]:
@@ -1415,6 +1430,7 @@ list-style-position:inside}
 color:#334155}
 .lane .meta{color:var(--muted);font-size:12px}
 .lanebody{padding:8px 14px 12px}
+.packed>.lane{content-visibility:auto;contain-intrinsic-size:auto 44px}
 svg.chart{display:block;width:100%;height:auto;font-family:system-ui,sans-serif}
 .band0{fill:#fafafa}.band1{fill:#f3f4f6}
 .rowlbl{font-size:11px;fill:#4b5563}
@@ -1496,9 +1512,16 @@ _JS: Final = """
 (function () {
   "use strict";
   var root = document.documentElement;
-  var list = document.getElementById("lane-list");
-  var lanes = Array.prototype.slice.call(document.querySelectorAll("section.lane"));
   function byId(id) { return document.getElementById(id); }
+  function unpack(id) {
+    var bin = atob(byId(id).textContent), bytes = new Uint8Array(bin.length), i;
+    for (i = 0; i < bin.length; i += 1) { bytes[i] = bin.charCodeAt(i); }
+    return new TextDecoder("utf-8").decode(inflate(bytes));
+  }
+  var list = byId("lane-list");
+  // a packed lane list is put in place first: the lanes are then the page's like any others
+  if (byId("lz-list")) { list.innerHTML = unpack("lz-list"); }
+  var lanes = Array.prototype.slice.call(document.querySelectorAll("section.lane"));
   var text = byId("f-text"), count = byId("f-count"), sort = byId("f-sort"), shared = byId("f-shared");
   // hash key -> [select, lane attribute, attribute holds several space-separated values]
   var selects = {
@@ -1639,9 +1662,7 @@ _JS: Final = """
   var chunks = {}, recent = [];
   function chunk(k) {
     if (!chunks[k]) {
-      var bin = atob(byId("lz-" + k).textContent), bytes = new Uint8Array(bin.length), i;
-      for (i = 0; i < bin.length; i += 1) { bytes[i] = bin.charCodeAt(i); }
-      chunks[k] = JSON.parse(new TextDecoder("utf-8").decode(inflate(bytes)));
+      chunks[k] = JSON.parse(unpack("lz-" + k));
       recent.push(k);
       if (recent.length > 4) { delete chunks[recent.shift()]; }
     }
@@ -1691,6 +1712,7 @@ _JS: Final = """
     return multi ? (" " + v + " ").indexOf(" " + value + " ") >= 0 : v === value;
   }
   function num(lane, attr) { return Number(lane.getAttribute(attr)) || 0; }
+  var ordered = "time";
   function apply() {
     var q = text.value.trim().toLowerCase(), shown = 0;
     lanes.forEach(function (lane) {
@@ -1701,15 +1723,19 @@ _JS: Final = """
         var s = selects[k];
         if (ok && s[0].value) { ok = matches(lane, s[1], s[0].value, s[2]); }
       });
-      lane.hidden = !ok;
+      if (lane.hidden === ok) { lane.hidden = !ok; }
       if (ok) { shown += 1; }
     });
     var bySeverity = sort.value === "severity";
-    lanes.slice().sort(function (a, b) {
-      var d = bySeverity ? num(a, "data-sev") - num(b, "data-sev") : 0;
-      if (d !== 0) { return d; }
-      return num(a, "data-order") - num(b, "data-order");
-    }).forEach(function (lane) { list.appendChild(lane); });
+    // the lanes are moved only when the order changes (they start in time order)
+    if (bySeverity !== (ordered === "severity")) {
+      lanes.slice().sort(function (a, b) {
+        var d = bySeverity ? num(a, "data-sev") - num(b, "data-sev") : 0;
+        if (d !== 0) { return d; }
+        return num(a, "data-order") - num(b, "data-order");
+      }).forEach(function (lane) { list.appendChild(lane); });
+      ordered = bySeverity ? "severity" : "time";
+    }
     root.classList.toggle("shared-axis", shared.checked);
     watchStrips();
     count.textContent = shown + " of " + lanes.length + " lanes shown";
@@ -1794,6 +1820,8 @@ _JS: Final = """
   apply();
   if (first && first.indexOf("=") < 0 && target(first)) { jump(first); }
   root.setAttribute("data-js", "ready");
+  // when the page was ready, in ms since navigation started (what the report's bench reads)
+  root.setAttribute("data-ready-ms", String(Math.round(window.performance ? performance.now() : 0)));
 }());
 """
 
@@ -2012,13 +2040,21 @@ def _page(
         + _filters(lanes, _axis_svg(axis))
         + _legend(any(lane.states for lane in lanes), totals.dead_letters > 0)
         + "".join(notes)
-        + '<div id="lane-list">'
+        + ('<div id="lane-list" class="packed">' if packed is not None else '<div id="lane-list">')
     )
     for i, lane in enumerate(lanes, 1):
         with _drawn(lane, sources):
-            yield _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis, packed)
+            html = _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis, packed)
+        if packed is None:
+            yield html
+        else:
+            packed.append_list(html)
     if not lanes:
-        yield '<p class="muted">No experiences and no timeline entries.</p>'
+        empty = '<p class="muted">No experiences and no timeline entries.</p>'
+        if packed is None:
+            yield empty
+        else:
+            packed.append_list(empty)
     yield (
         "</div></section></main>"
         "<footer>Times are UTC. Hover a mark for its summary, ref_id and drop reason. "
