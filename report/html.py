@@ -300,7 +300,7 @@ class _FileRecords(_Records):
     def _parse(self, line: bytes, lineno: int | None) -> dict[str, Any]:
         where = f"{self.path.name}:{lineno}" if lineno is not None else self.path.name
         try:
-            value = json.loads(line)
+            value = json.loads(line.decode("utf-8"))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}: not JSON ({exc.msg})") from exc
         except UnicodeDecodeError as exc:

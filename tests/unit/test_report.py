@@ -509,6 +509,10 @@ def test_render_report_from_dir_names_a_bad_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"timeline\.jsonl:2"):
         render_report_from_dir(tmp_path)
     assert report_main([str(tmp_path)]) == 1
+    (tmp_path / "timeline.jsonl").write_bytes(b'{"stage": "goal"}\n{"stage": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"timeline\.jsonl:2: not UTF-8"):
+        render_report_from_dir(tmp_path)
+    assert not (tmp_path / "report.html").exists() and not (tmp_path / "report.html.partial").exists()
 
 
 # --------------------------------------------------------------------------- what an analyst looks for
