@@ -11,16 +11,28 @@ or a voice session: replay hands the report those input records (:func:`device_s
 ``device_states``) and the report draws them as bands.
 
 The page is deterministic (same records, same bytes: no wall clock) and bounded: per-lane entry
-tables and charts are capped by a page-wide budget so that ~2,000 experiences and ~100k timeline
-entries stay in the tens of MB.
+tables and charts are capped by a page-wide budget, and past ``OPEN_LANES_MAX`` lanes every lane
+starts collapsed with its body and shared-axis strip carried deflated and base64-encoded (a few
+"lz-K" data blocks); the page's own script inflates a lane and draws it when it is opened (or its
+strip when it scrolls into view on the shared axis). The overview, the filters and the lane list
+with each lane's status, badges and filter values are plain HTML, drawn at once. A 1 M-record
+replay of the bench mix (175 devices) gives a 5 MB page.
+
+The writer does not hold the records: it scans each output kind once, keeping per lane its
+aggregates and an 8-byte handle per record (an offset in the JSONL file), then loads, draws and
+lets go of one lane's records at a time (:class:`_Records`, :func:`_drawn`).
 """
 
 from __future__ import annotations
 
+import base64
 import bisect
 import json
+import zlib
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
@@ -56,6 +68,10 @@ STRIP_MARKS_MIN: Final = 10
 STRIP_MARKS_MAX: Final = 200
 DETAIL_ROWS_MAX: Final = 50
 OPEN_LANES_MAX: Final = 40
+#: Collapsed lanes carry their body and shared-axis strip as compressed data that the page renders
+#: when a lane is opened (or, for the strip, scrolled into view): lanes are packed into chunks of
+#: about this many bytes of HTML, each deflated and base64-encoded.
+LANE_CHUNK_BYTES: Final = 256 * 1024
 
 NO_EXPERIENCE: Final = "none"
 
@@ -250,11 +266,95 @@ def _state_intervals(changes: Iterable[DeviceStateChange]) -> dict[str, list[Sta
 # --------------------------------------------------------------------------- the model
 
 
+class _Records:
+    """One kind of output record: scanned once in order, then loaded back a lane at a time.
+
+    A record is named by a handle (its index in a list, or its byte offset in a JSONL file), so
+    the report holds per lane only handles and aggregates, never every record at once.
+    """
+
+    def scan(self) -> Iterator[tuple[int, Record]]:
+        raise NotImplementedError
+
+    def load(self, handles: Sequence[int]) -> list[Record]:
+        raise NotImplementedError
+
+
+class _ListRecords(_Records):
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.records = records
+
+    def scan(self) -> Iterator[tuple[int, Record]]:
+        return enumerate(self.records)
+
+    def load(self, handles: Sequence[int]) -> list[Record]:
+        return [self.records[h] for h in handles]
+
+
+class _FileRecords(_Records):
+    """A JSONL output file; a line that is not a JSON object raises ValueError naming it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _parse(self, line: bytes, lineno: int | None) -> dict[str, Any]:
+        where = f"{self.path.name}:{lineno}" if lineno is not None else self.path.name
+        try:
+            value = json.loads(line.decode("utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not JSON ({exc.msg})") from exc
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{where}: not UTF-8 ({exc.reason})") from exc
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: not a JSON object")
+        return value
+
+    def scan(self) -> Iterator[tuple[int, Record]]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as fh:
+            offset = 0
+            for lineno, line in enumerate(fh, 1):
+                start, offset = offset, offset + len(line)
+                if line.strip():
+                    yield start, self._parse(line, lineno)
+
+    def load(self, handles: Sequence[int]) -> list[Record]:
+        if not handles:
+            return []
+        out: list[Record] = []
+        with self.path.open("rb") as fh:
+            for h in handles:
+                fh.seek(h)
+                out.append(self._parse(fh.readline(), None))
+        return out
+
+
+@dataclass
+class _Sources:
+    decisions: _Records
+    dispatches: _Records
+    timeline: _Records
+    dead_letters: _Records
+
+
+def _handles() -> array[int]:
+    return array("q")
+
+
+#: the stages a lane's strip on the shared axis marks
+_STRIP_STAGES: Final = ("decide", "act", "drop", "end", "goal")
+
+
 @dataclass
 class _Lane:
+    """A lane: its aggregates (all the page needs to list, filter and order it) and the handles of
+    its records; the records themselves are loaded only while the lane is drawn (:func:`_drawn`)."""
+
     key: str
     experience_id: str  # "" for a device's "no experience" lane
     device_id: str
+    created: int = 0
     entries: list[Record] = field(default_factory=list)
     decisions: list[Record] = field(default_factory=list)
     dispatches: list[Record] = field(default_factory=list)
@@ -264,18 +364,41 @@ class _Lane:
     foreign_dead: list[Record] = field(default_factory=list)
     divergences: list[Record] = field(default_factory=list)
     states: list[StateInterval] = field(default_factory=list)
+    h_entries: array[int] = field(default_factory=_handles)
+    h_decisions: array[int] = field(default_factory=_handles)
+    h_dispatches: array[int] = field(default_factory=_handles)
+    h_dead: array[int] = field(default_factory=_handles)
+    h_foreign: array[int] = field(default_factory=_handles)
+    strip_marks: int = 0
+    t_lo: int | None = None
+    t_hi: int | None = None
+    first: int | None = None
+    decision_values: set[str] = field(default_factory=set)
+    backend_values: set[str] = field(default_factory=set)
+    drop_values: set[str] = field(default_factory=set)
+    dead_values: set[str] = field(default_factory=set)
+    #: (sort key, at_ms) of the first goal and the first end entry, and of the last end with a status
+    goal: tuple[tuple[int, int, int], int | None] | None = None
+    end: tuple[tuple[int, int, int], int | None] | None = None
+    last_status: tuple[tuple[int, int, int], str] | None = None
 
     @property
     def is_experience(self) -> bool:
         return self.experience_id != ""
 
+    def seen_at(self, t: int | None, *, first: bool = False) -> None:
+        if t is None:
+            return
+        self.t_lo = t if self.t_lo is None else min(self.t_lo, t)
+        self.t_hi = t if self.t_hi is None else max(self.t_hi, t)
+        if first:
+            self.first = t if self.first is None else min(self.first, t)
+
     def window(self) -> tuple[int, int] | None:
         """First and last time of the lane's entries, decisions, dispatches and dead letters."""
-        times = [t for t in (_int(r, "at_ms") for r in self.entries) if t is not None]
-        times += [t for t in (_int(r, "decided_at_ms") for r in self.decisions) if t is not None]
-        times += [t for t in (_int(r, "created_at_ms") for r in self.dispatches) if t is not None]
-        times += [t for t in (_int(r, "received_at_ms") for r in self.dead_letters) if t is not None]
-        return (min(times), max(times)) if times else None
+        if self.t_lo is None or self.t_hi is None:
+            return None
+        return (self.t_lo, self.t_hi)
 
     def severity(self) -> int:
         """0 = most severe (SEVERITY_LABELS)."""
@@ -283,9 +406,24 @@ class _Lane:
             return SEVERE_STATUSES.index(self.status)
         if self.divergences:
             return len(SEVERE_STATUSES)
-        if self.dead_letters or self.foreign_dead:
+        if self.h_dead or self.h_foreign:
             return len(SEVERE_STATUSES) + 1
         return len(SEVERE_STATUSES) + 2
+
+
+@dataclass
+class _Totals:
+    """The fleet overview's counts."""
+
+    timeline: int = 0
+    decisions: int = 0
+    dispatches: int = 0
+    local_dispatches: int = 0
+    dead_letters: int = 0
+    drops: Counter[str] = field(default_factory=Counter)
+    dead: Counter[str] = field(default_factory=Counter)
+    by_decision: Counter[str] = field(default_factory=Counter)
+    by_backend: Counter[str] = field(default_factory=Counter)
 
 
 def _sort_key(indexed: tuple[int, Record]) -> tuple[int, int, int]:
@@ -296,52 +434,100 @@ def _sort_key(indexed: tuple[int, Record]) -> tuple[int, int, int]:
 
 
 def _build_lanes(
-    decisions: Sequence[Record],
-    dispatches: Sequence[Record],
-    timeline: Sequence[Record],
+    sources: _Sources,
     statuses: Mapping[str, str],
-    dead_letters: Sequence[Record] = (),
     divergences: Sequence[Record] = (),
     state_changes: Iterable[DeviceStateChange] = (),
-) -> list[_Lane]:
+) -> tuple[list[_Lane], _Totals, list[Record]]:
+    """The lanes (aggregates and record handles), the overview's counts and the divergences no lane
+    holds, from one pass over each kind of record (timeline first: dead letters go by its spans)."""
     lanes: dict[str, _Lane] = {}
+    totals = _Totals()
+    wanted = {_str(d, "trigger_event_id") for d in divergences}
+    #: trigger -> lanes whose observe/drop entry names it, and whose decision answers it
+    entry_of: dict[str, list[_Lane]] = {}
+    decision_of: dict[str, list[_Lane]] = {}
 
     def lane_for(exp: str, device: str) -> _Lane:
         key = f"e:{exp}" if exp else f"d:{device}"
         lane = lanes.get(key)
         if lane is None:
-            lane = lanes[key] = _Lane(key=key, experience_id=exp, device_id=device)
+            lane = lanes[key] = _Lane(key=key, experience_id=exp, device_id=device, created=len(lanes))
         elif not lane.device_id and device:
             lane.device_id = device
         return lane
 
-    for rec in timeline:
-        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).entries.append(rec)
-    for rec in decisions:
-        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).decisions.append(rec)
-    for rec in dispatches:
-        lane_for(_str(rec, "experience_id"), _str(rec, "device_id")).dispatches.append(rec)
+    for h, rec in sources.timeline.scan():
+        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
+        totals.timeline += 1
+        stage, at = _str(rec, "stage"), _int(rec, "at_ms")
+        key = _sort_key((len(lane.h_entries), rec))
+        lane.h_entries.append(h)
+        lane.seen_at(at, first=True)
+        if stage in _STRIP_STAGES:
+            lane.strip_marks += 1
+        if stage == "drop":
+            reason = _str(rec, "drop_reason")
+            totals.drops[reason] += 1
+            lane.drop_values.add(reason)
+        elif stage == "goal" and (lane.goal is None or key < lane.goal[0]):
+            lane.goal = (key, at)
+        elif stage == "end":
+            if lane.end is None or key < lane.end[0]:
+                lane.end = (key, at)
+            status = _str(rec, "status")
+            if status and (lane.last_status is None or key > lane.last_status[0]):
+                lane.last_status = (key, status)
+        if stage in ("observe", "drop") and _str(rec, "ref_id") in wanted:
+            entry_of.setdefault(_str(rec, "ref_id"), []).append(lane)
+    for h, rec in sources.decisions.scan():
+        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
+        totals.decisions += 1
+        lane.h_decisions.append(h)
+        lane.seen_at(_int(rec, "decided_at_ms"), first=True)
+        decision, backend = _str(rec, "decision"), _str(rec, "backend")
+        totals.by_decision[decision] += 1
+        totals.by_backend[backend] += 1
+        lane.decision_values.add(decision)
+        lane.backend_values.add(backend)
+        if _str(rec, "trigger_event_id") in wanted:
+            decision_of.setdefault(_str(rec, "trigger_event_id"), []).append(lane)
+    for h, rec in sources.dispatches.scan():
+        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
+        totals.dispatches += 1
+        if rec.get("decision_id") is None:
+            totals.local_dispatches += 1
+        lane.h_dispatches.append(h)
+        lane.seen_at(_int(rec, "created_at_ms"))
     for exp in statuses:
         if exp:
             lane_for(str(exp), "")
 
     for lane in lanes.values():
-        lane.entries = [rec for _, rec in sorted(enumerate(lane.entries), key=_sort_key)]
         if not lane.is_experience:
             lane.status = NO_EXPERIENCE
             continue
-        status = statuses.get(lane.experience_id)
+        status = statuses.get(lane.experience_id) or ""
         if not status:
-            ends = [_str(r, "status") for r in lane.entries if _str(r, "stage") == "end"]
-            status = next((s for s in reversed(ends) if s), "active")
+            status = lane.last_status[1] if lane.last_status is not None else "active"
         lane.status = str(status)
 
-    _place_dead_letters(lanes, lane_for, dead_letters)
+    dead_events = _place_dead_letters(lanes, lane_for, sources.dead_letters, totals)
     for lane in lanes.values():
         if not lane.is_experience:
             lane.status = NO_EXPERIENCE
-    _place_divergences(lanes.values(), divergences)
-    dead_events = {(_str(d, "key"), _str(d, "event_id")) for d in dead_letters if d.get("event_id")}
+    unplaced: list[Record] = []
+    for div in divergences:
+        trigger = _str(div, "trigger_event_id")
+        homes = decision_of.get(trigger)
+        if homes:
+            home: _Lane | None = max(homes, key=lambda lane: lane.created)
+        else:
+            home = min(entry_of.get(trigger, ()), key=lambda lane: lane.created, default=None)
+        if home is None:
+            unplaced.append(div)
+        else:
+            home.divergences.append(div)
     intervals = _state_intervals(c for c in state_changes if (c.device_id, c.event_id) not in dead_events)
     for lane in lanes.values():
         window = lane.window()
@@ -355,44 +541,56 @@ def _build_lanes(
         ]
 
     def order(lane: _Lane) -> tuple[str, int, int, str]:
-        times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
-        times += [t for t in (_int(r, "decided_at_ms") for r in lane.decisions) if t is not None]
-        first = min(times) if times else 0
+        first = lane.first if lane.first is not None else 0
         return (lane.device_id, 0 if lane.is_experience else 1, first, lane.experience_id)
 
-    return sorted(lanes.values(), key=order)
+    return sorted(lanes.values(), key=order), totals, unplaced
 
 
 def _place_dead_letters(
-    lanes: Mapping[str, _Lane], lane_for: Callable[[str, str], _Lane], dead_letters: Sequence[Record]
-) -> None:
+    lanes: Mapping[str, _Lane],
+    lane_for: Callable[[str, str], _Lane],
+    dead_letters: _Records,
+    totals: _Totals,
+) -> set[tuple[str, str]]:
     """Each dead letter goes to its device's experience lane running at its receive time, else to
     the device's "no experience" lane; a ``cross_device`` letter is also shown in the lane of the
-    experience its correlation names."""
+    experience its correlation names. Returns the (device, event ID) of every dead letter."""
     spans: dict[str, list[tuple[int, int | None, _Lane]]] = {}
     for lane in lanes.values():
-        if not lane.is_experience:
+        if not lane.is_experience or lane.goal is None or lane.goal[1] is None:
             continue
-        goal = next((_int(r, "at_ms") for r in lane.entries if _str(r, "stage") == "goal"), None)
-        if goal is None:
-            continue
-        end = next((_int(r, "at_ms") for r in lane.entries if _str(r, "stage") == "end"), None)
-        spans.setdefault(lane.device_id, []).append((goal, end, lane))
+        spans.setdefault(lane.device_id, []).append(
+            (lane.goal[1], lane.end[1] if lane.end is not None else None, lane)
+        )
+    for items in spans.values():
+        items.sort(key=lambda s: s[0])
     by_experience = {lane.experience_id: lane for lane in lanes.values() if lane.is_experience}
-    for rec in dead_letters:
+    dead_events: set[tuple[str, str]] = set()
+    for h, rec in dead_letters.scan():
         device = _str(rec, "key")
         at = _int(rec, "received_at_ms")
+        reason = _str(rec, "reason_code")
+        totals.dead_letters += 1
+        totals.dead[reason] += 1
+        if rec.get("event_id"):
+            dead_events.add((device, _str(rec, "event_id")))
         home: _Lane | None = None
         if at is not None:
-            for start, end, lane in sorted(spans.get(device, ()), key=lambda s: s[0]):
+            for start, end, lane in spans.get(device, ()):
                 if start <= at and (end is None or at <= end):
                     home = lane
         if home is None:
             home = lane_for("", device)
-        home.dead_letters.append(rec)
+        home.h_dead.append(h)
+        home.seen_at(at)
+        home.dead_values.add(reason)
+        home.strip_marks += 1
         target = by_experience.get(_correlated_experience(rec))
         if target is not None and target is not home:
-            target.foreign_dead.append(rec)
+            target.h_foreign.append(h)
+            target.dead_values.add(reason)
+    return dead_events
 
 
 def _correlated_experience(rec: Record) -> str:
@@ -408,23 +606,25 @@ def _correlated_experience(rec: Record) -> str:
     return exp if isinstance(exp, str) else ""
 
 
-def _place_divergences(lanes: Iterable[_Lane], divergences: Sequence[Record]) -> list[Record]:
-    """Attach each divergence to the lane whose decision (or timeline) has its trigger; return the rest."""
-    by_trigger: dict[str, _Lane] = {}
-    for lane in lanes:
-        for rec in lane.entries:
-            if _str(rec, "stage") in ("observe", "drop"):
-                by_trigger.setdefault(_str(rec, "ref_id"), lane)
-        for rec in lane.decisions:
-            by_trigger[_str(rec, "trigger_event_id")] = lane
-    unplaced: list[Record] = []
-    for div in divergences:
-        home = by_trigger.get(_str(div, "trigger_event_id"))
-        if home is None:
-            unplaced.append(div)
-        else:
-            home.divergences.append(div)
-    return unplaced
+@contextmanager
+def _drawn(lane: _Lane, sources: _Sources) -> Iterator[_Lane]:
+    """The lane with its records loaded (entries in time and sequence order), for drawing it."""
+    entries = sources.timeline.load(lane.h_entries)
+    lane.entries = [rec for _, rec in sorted(enumerate(entries), key=_sort_key)]
+    lane.decisions = sources.decisions.load(lane.h_decisions)
+    lane.dispatches = sources.dispatches.load(lane.h_dispatches)
+    lane.dead_letters = sources.dead_letters.load(lane.h_dead)
+    lane.foreign_dead = sources.dead_letters.load(lane.h_foreign)
+    try:
+        yield lane
+    finally:
+        lane.entries, lane.decisions, lane.dispatches, lane.dead_letters, lane.foreign_dead = (
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
 
 
 # --------------------------------------------------------------------------- overview
@@ -462,22 +662,14 @@ def _status_strip(counts: Counter[str]) -> str:
     return f'<div class="strip">{segs}</div>'
 
 
-def _overview(
-    lanes: Sequence[_Lane],
-    decisions: Sequence[Record],
-    dispatches: Sequence[Record],
-    timeline: Sequence[Record],
-    dead_letters: Sequence[Record],
-) -> str:
+def _overview(lanes: Sequence[_Lane], totals: _Totals) -> str:
     exp_lanes = [lane for lane in lanes if lane.is_experience]
     by_status: Counter[str] = Counter(lane.status for lane in exp_lanes)
     for s in STATUSES:
         by_status.setdefault(s, 0)
-    drops: Counter[str] = Counter(_str(r, "drop_reason") for r in timeline if _str(r, "stage") == "drop")
-    dead: Counter[str] = Counter(_str(r, "reason_code") for r in dead_letters)
-    by_decision: Counter[str] = Counter(_str(r, "decision") for r in decisions)
-    by_backend: Counter[str] = Counter(_str(r, "backend") for r in decisions)
-    local = sum(1 for r in dispatches if r.get("decision_id") is None)
+    drops, dead = totals.drops, totals.dead
+    by_decision, by_backend = totals.by_decision, totals.by_backend
+    local = totals.local_dispatches
     devices = {lane.device_id for lane in lanes if lane.device_id}
 
     status_rows = "".join(
@@ -489,12 +681,12 @@ def _overview(
         '<div class="stats">'
         f'<div class="stat"><b>{_n(len(exp_lanes))}</b><span>experiences</span></div>'
         f'<div class="stat"><b>{_n(len(devices))}</b><span>devices</span></div>'
-        f'<div class="stat"><b>{_n(len(timeline))}</b><span>timeline entries</span></div>'
-        f'<div class="stat"><b>{_n(len(decisions))}</b><span>decisions</span></div>'
-        f'<div class="stat"><b>{_n(len(dispatches))}</b><span>dispatches</span>'
-        f"<small>{_n(len(dispatches) - local)} from decisions · {_n(local)} local</small></div>"
+        f'<div class="stat"><b>{_n(totals.timeline)}</b><span>timeline entries</span></div>'
+        f'<div class="stat"><b>{_n(totals.decisions)}</b><span>decisions</span></div>'
+        f'<div class="stat"><b>{_n(totals.dispatches)}</b><span>dispatches</span>'
+        f"<small>{_n(totals.dispatches - local)} from decisions · {_n(local)} local</small></div>"
         f'<div class="stat"><b>{_n(sum(drops.values()))}</b><span>drops</span></div>'
-        f'<div class="stat"><b>{_n(len(dead_letters))}</b><span>dead letters</span></div>'
+        f'<div class="stat"><b>{_n(totals.dead_letters)}</b><span>dead letters</span></div>'
         "</div>"
     )
     status_card = (
@@ -1015,13 +1207,82 @@ def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
 
 
 def _strip_size(lane: _Lane) -> int:
-    marks = sum(1 for r in lane.entries if _str(r, "stage") in ("decide", "act", "drop", "end", "goal"))
-    return marks + len(lane.dead_letters)
+    return lane.strip_marks
+
+
+class _LaneData:
+    """The lane list, and the bodies and strips of its collapsed lanes, packed: the list deflated as
+    one stream ("lz-list"), the bodies and strips in deflated chunks ("lz-K"), all base64-encoded.
+
+    It holds only compressed data and the chunk being filled (at most ~``LANE_CHUNK_BYTES`` of HTML).
+    """
+
+    def __init__(self, chunk_bytes: int = LANE_CHUNK_BYTES) -> None:
+        self.chunk_bytes = chunk_bytes
+        self.encoded: list[str] = []
+        self._current: list[tuple[str, str]] = []
+        self._size = 0
+        self._list = zlib.compressobj(9, zlib.DEFLATED, -15)
+        self._listed: list[bytes] = []
+
+    def append_list(self, html: str) -> None:
+        """Append to the lane list (the page's script puts it in place when it starts)."""
+        self._listed.append(self._list.compress(html.encode("utf-8")))
+
+    def add(self, strip: str, body: str) -> tuple[int, int]:
+        """Store a lane's strip and body; return its (chunk, slot)."""
+        where = (len(self.encoded), len(self._current))
+        self._current.append((strip, body))
+        self._size += len(strip) + len(body)
+        if self._size >= self.chunk_bytes:
+            self.flush()
+        return where
+
+    def flush(self) -> None:
+        if not self._current:
+            return
+        data = json.dumps(self._current, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        self.encoded.append(base64.b64encode(packer.compress(data) + packer.flush()).decode("ascii"))
+        self._current, self._size = [], 0
+
+    def html(self) -> str:
+        self.flush()
+        self._listed.append(self._list.flush())
+        listed = base64.b64encode(b"".join(self._listed)).decode("ascii")
+        self._listed = []
+        return f'<script type="{LANE_DATA_TYPE}" id="lz-list">{listed}</script>' + "".join(
+            f'<script type="{LANE_DATA_TYPE}" id="lz-{k}">{chunk}</script>'
+            for k, chunk in enumerate(self.encoded)
+        )
+
+
+#: the type of the (never executed) script elements that carry the lanes' data
+LANE_DATA_TYPE: Final = "application/x-guardian-lanes"
+
+
+def decode_lane_list(block: str) -> str:
+    """The ``lz-list`` block's HTML (the lane list): what the page's script does, in Python."""
+    return zlib.decompress(base64.b64decode(block), -15).decode("utf-8")
+
+
+def decode_lane_data(chunk: str) -> list[tuple[str, str]]:
+    """One ``lz-K`` chunk's lanes as (strip, body) HTML: what the page's script does, in Python."""
+    data = json.loads(zlib.decompress(base64.b64decode(chunk), -15).decode("utf-8"))
+    return [(str(strip), str(body)) for strip, body in data]
 
 
 def _lane_html(
-    index: int, lane: _Lane, table_cap: int, svg_cap: int, strip_cap: int, open_: bool, axis: _Axis
+    index: int,
+    lane: _Lane,
+    table_cap: int,
+    svg_cap: int,
+    strip_cap: int,
+    open_: bool,
+    axis: _Axis,
+    packed: _LaneData | None = None,
 ) -> str:
+    """The lane's section; with ``packed``, its body and strip go there and render on demand."""
     status = lane.status
     times = [t for t in (_int(r, "at_ms") for r in lane.entries) if t is not None]
     span = f"{_fmt_time(min(times))} · {_fmt_dur(max(times) - min(times))}" if times else "no timeline"
@@ -1048,8 +1309,9 @@ def _lane_html(
         f"<summary>{name}"
         f'<button type="button" class="dev mono" data-filter-device="{_e(lane.device_id)}" '
         f'title="show only this device">{_e(lane.device_id or "?")}</button>'
-        f'{badge}<span class="meta">{_e(meta)}</span>{_shared_strip(lane, axis, strip_cap)}</summary>'
+        f'{badge}<span class="meta">{_e(meta)}</span>'
     )
+    strip = _shared_strip(lane, axis, strip_cap)
     anchors = _anchors(index, lane, table_cap)
     body: list[str] = []
     if lane.entries:
@@ -1074,6 +1336,13 @@ def _lane_html(
     def words(values: Iterable[str]) -> str:
         return _e(" ".join(sorted({v for v in values if v})))
 
+    body_html = "".join(body)
+    where = ""
+    if packed is not None:
+        chunk, slot = packed.add(strip, body_html)
+        strip, body_html = "", ""
+        where = f' data-chunk="{chunk}" data-slot="{slot}"'
+
     return (
         f'<section class="lane" id="lane-{index}" data-experience="{_e(lane.experience_id)}" '
         f'data-device="{_e(lane.device_id)}" data-status="{_e(status)}" data-order="{index}" '
@@ -1081,9 +1350,9 @@ def _lane_html(
         f'data-backends="{words(_str(r, "backend") for r in lane.decisions)}" '
         f'data-drops="{words(drop_reasons)}" '
         f'data-dead="{words(_str(r, "reason_code") for r in (*lane.dead_letters, *lane.foreign_dead))}" '
-        f'data-diverged="{len(lane.divergences)}">'
-        f'<details class="lanebox"{" open" if open_ else ""}>{summary}'
-        f'<div class="lanebody">{"".join(body)}</div></details></section>'
+        f'data-diverged="{len(lane.divergences)}"{where}>'
+        f'<details class="lanebox"{" open" if open_ else ""}>{summary}{strip}</summary>'
+        f'<div class="lanebody">{body_html}</div></details></section>'
     )
 
 
@@ -1163,6 +1432,7 @@ list-style-position:inside}
 color:#334155}
 .lane .meta{color:var(--muted);font-size:12px}
 .lanebody{padding:8px 14px 12px}
+.packed>.lane{content-visibility:auto;contain-intrinsic-size:auto 44px}
 svg.chart{display:block;width:100%;height:auto;font-family:system-ui,sans-serif}
 .band0{fill:#fafafa}.band1{fill:#f3f4f6}
 .rowlbl{font-size:11px;fill:#4b5563}
@@ -1244,9 +1514,16 @@ _JS: Final = """
 (function () {
   "use strict";
   var root = document.documentElement;
-  var list = document.getElementById("lane-list");
-  var lanes = Array.prototype.slice.call(document.querySelectorAll("section.lane"));
   function byId(id) { return document.getElementById(id); }
+  function unpack(id) {
+    var bin = atob(byId(id).textContent), bytes = new Uint8Array(bin.length), i;
+    for (i = 0; i < bin.length; i += 1) { bytes[i] = bin.charCodeAt(i); }
+    return new TextDecoder("utf-8").decode(inflate(bytes));
+  }
+  var list = byId("lane-list");
+  // a packed lane list is put in place first: the lanes are then the page's like any others
+  if (byId("lz-list")) { list.innerHTML = unpack("lz-list"); }
+  var lanes = Array.prototype.slice.call(document.querySelectorAll("section.lane"));
   var text = byId("f-text"), count = byId("f-count"), sort = byId("f-sort"), shared = byId("f-shared");
   // hash key -> [select, lane attribute, attribute holds several space-separated values]
   var selects = {
@@ -1258,11 +1535,186 @@ _JS: Final = """
     dead: [byId("f-dead"), "data-dead", true]
   };
   var keys = Object.keys(selects);
+  // raw DEFLATE (RFC 1951) decoder, after zlib's puff.c: synchronous, so a lane renders in the same task
+  function inflate(src) {
+    var out = new Uint8Array(src.length * 8 + 1024), outLen = 0, pos = 0, bitBuf = 0, bitCnt = 0;
+    function need(n) {
+      while (bitCnt < n) {
+        if (pos >= src.length) { throw new Error("lane data truncated"); }
+        bitBuf |= src[pos++] << bitCnt; bitCnt += 8;
+      }
+    }
+    function bits(n) {
+      need(n);
+      var v = bitBuf & ((1 << n) - 1);
+      bitBuf >>>= n; bitCnt -= n;
+      return v;
+    }
+    function room(n) {
+      if (outLen + n <= out.length) { return; }
+      var size = out.length * 2;
+      while (size < outLen + n) { size *= 2; }
+      var bigger = new Uint8Array(size);
+      bigger.set(out.subarray(0, outLen));
+      out = bigger;
+    }
+    function huff(lengths, n) {
+      var count = new Uint16Array(16), offs = new Uint16Array(16), sym = new Uint16Array(n), i;
+      for (i = 0; i < n; i += 1) { count[lengths[i]] += 1; }
+      count[0] = 0;
+      for (i = 1; i < 16; i += 1) { offs[i] = offs[i - 1] + count[i - 1]; }
+      for (i = 0; i < n; i += 1) { if (lengths[i]) { sym[offs[lengths[i]]++] = i; } }
+      return {count: count, sym: sym};
+    }
+    function decode(h) {
+      var code = 0, first = 0, index = 0, len, c;
+      for (len = 1; len < 16; len += 1) {
+        code |= bits(1);
+        c = h.count[len];
+        if (code - c < first) { return h.sym[index + (code - first)]; }
+        index += c; first += c; first <<= 1; code <<= 1;
+      }
+      throw new Error("bad lane data");
+    }
+    var LBASE = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115,
+      131, 163, 195, 227, 258];
+    var LEXT = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
+    var DBASE = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537,
+      2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577];
+    var DEXT = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12,
+      13, 13];
+    var ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+    var fixedL = null, fixedD = null;
+    function codes(lencode, distcode) {
+      var symbol, len, dist, i;
+      for (;;) {
+        symbol = decode(lencode);
+        if (symbol < 256) { room(1); out[outLen++] = symbol; continue; }
+        if (symbol === 256) { return; }
+        symbol -= 257;
+        if (symbol >= 29) { throw new Error("bad lane data"); }
+        len = LBASE[symbol] + bits(LEXT[symbol]);
+        symbol = decode(distcode);
+        if (symbol >= 30) { throw new Error("bad lane data"); }
+        dist = DBASE[symbol] + bits(DEXT[symbol]);
+        if (dist > outLen) { throw new Error("bad lane data"); }
+        room(len);
+        for (i = 0; i < len; i += 1) { out[outLen] = out[outLen - dist]; outLen += 1; }
+      }
+    }
+    var last, type, i, n;
+    do {
+      last = bits(1);
+      type = bits(2);
+      if (type === 0) {
+        bitBuf = 0; bitCnt = 0;
+        if (pos + 4 > src.length) { throw new Error("lane data truncated"); }
+        n = src[pos] | (src[pos + 1] << 8);
+        pos += 4;
+        if (pos + n > src.length) { throw new Error("lane data truncated"); }
+        room(n);
+        out.set(src.subarray(pos, pos + n), outLen);
+        outLen += n; pos += n;
+      } else if (type === 1) {
+        if (fixedL === null) {
+          var l = new Uint8Array(288);
+          for (i = 0; i < 144; i += 1) { l[i] = 8; }
+          for (; i < 256; i += 1) { l[i] = 9; }
+          for (; i < 280; i += 1) { l[i] = 7; }
+          for (; i < 288; i += 1) { l[i] = 8; }
+          fixedL = huff(l, 288);
+          var d = new Uint8Array(30);
+          for (i = 0; i < 30; i += 1) { d[i] = 5; }
+          fixedD = huff(d, 30);
+        }
+        codes(fixedL, fixedD);
+      } else if (type === 2) {
+        var nlen = bits(5) + 257, ndist = bits(5) + 1, ncode = bits(4) + 4;
+        var lengths = new Uint8Array(320);
+        for (i = 0; i < ncode; i += 1) { lengths[ORDER[i]] = bits(3); }
+        for (; i < 19; i += 1) { lengths[ORDER[i]] = 0; }
+        var lencode = huff(lengths, 19);
+        lengths = new Uint8Array(320);
+        var index = 0, symbol, len, prev;
+        while (index < nlen + ndist) {
+          symbol = decode(lencode);
+          if (symbol < 16) { lengths[index++] = symbol; continue; }
+          len = 0;
+          if (symbol === 16) {
+            if (index === 0) { throw new Error("bad lane data"); }
+            prev = lengths[index - 1];
+            symbol = 3 + bits(2);
+            len = prev;
+          } else if (symbol === 17) {
+            symbol = 3 + bits(3);
+          } else {
+            symbol = 11 + bits(7);
+          }
+          if (index + symbol > nlen + ndist) { throw new Error("bad lane data"); }
+          while (symbol--) { lengths[index++] = len; }
+        }
+        codes(huff(lengths.subarray(0, nlen), nlen), huff(lengths.subarray(nlen, nlen + ndist), ndist));
+      } else {
+        throw new Error("bad lane data");
+      }
+    } while (!last);
+    return out.subarray(0, outLen);
+  }
+  // lanes drawn on demand: data-chunk / data-slot name their (strip, body) in a "lz-K" data block
+  var chunks = {}, recent = [];
+  function chunk(k) {
+    if (!chunks[k]) {
+      chunks[k] = JSON.parse(unpack("lz-" + k));
+      recent.push(k);
+      if (recent.length > 4) { delete chunks[recent.shift()]; }
+    }
+    return chunks[k];
+  }
+  function packed(lane, part, flag) {
+    var k = lane.getAttribute("data-chunk");
+    if (k === null || lane.hasAttribute(flag)) { return null; }
+    lane.setAttribute(flag, "");
+    return chunk(k)[Number(lane.getAttribute("data-slot"))][part];
+  }
+  function drawBody(lane) {
+    var html = packed(lane, 1, "data-drawn");
+    if (html !== null) { lane.querySelector(".lanebody").innerHTML = html; }
+  }
+  function drawStrip(lane) {
+    var html = packed(lane, 0, "data-strip");
+    if (html) { lane.querySelector("details.lanebox > summary").insertAdjacentHTML("beforeend", html); }
+  }
+  var onDemand = lanes.some(function (lane) { return lane.hasAttribute("data-chunk"); });
+  var seen = null;
+  if (onDemand) {
+    list.addEventListener("toggle", function (ev) {
+      var box = ev.target;
+      if (box.classList && box.classList.contains("lanebox") && box.open) { drawBody(box.parentNode); }
+    }, true);
+    if (window.IntersectionObserver) {
+      seen = new IntersectionObserver(function (entries) {
+        if (!shared.checked) { return; }
+        entries.forEach(function (en) { if (en.isIntersecting) { drawStrip(en.target); } });
+      }, {rootMargin: "400px 0px"});
+    }
+  }
+  // (re)observing reports each lane's current visibility, so the strips in view are drawn
+  function watchStrips() {
+    if (!seen) {
+      if (onDemand && shared.checked) {
+        lanes.forEach(function (lane) { if (!lane.hidden) { drawStrip(lane); } });
+      }
+      return;
+    }
+    seen.disconnect();
+    if (shared.checked) { lanes.forEach(function (lane) { if (!lane.hidden) { seen.observe(lane); } }); }
+  }
   function matches(lane, attr, value, multi) {
     var v = lane.getAttribute(attr) || "";
     return multi ? (" " + v + " ").indexOf(" " + value + " ") >= 0 : v === value;
   }
   function num(lane, attr) { return Number(lane.getAttribute(attr)) || 0; }
+  var ordered = "time";
   function apply() {
     var q = text.value.trim().toLowerCase(), shown = 0;
     lanes.forEach(function (lane) {
@@ -1273,16 +1725,21 @@ _JS: Final = """
         var s = selects[k];
         if (ok && s[0].value) { ok = matches(lane, s[1], s[0].value, s[2]); }
       });
-      lane.hidden = !ok;
+      if (lane.hidden === ok) { lane.hidden = !ok; }
       if (ok) { shown += 1; }
     });
     var bySeverity = sort.value === "severity";
-    lanes.slice().sort(function (a, b) {
-      var d = bySeverity ? num(a, "data-sev") - num(b, "data-sev") : 0;
-      if (d !== 0) { return d; }
-      return num(a, "data-order") - num(b, "data-order");
-    }).forEach(function (lane) { list.appendChild(lane); });
+    // the lanes are moved only when the order changes (they start in time order)
+    if (bySeverity !== (ordered === "severity")) {
+      lanes.slice().sort(function (a, b) {
+        var d = bySeverity ? num(a, "data-sev") - num(b, "data-sev") : 0;
+        if (d !== 0) { return d; }
+        return num(a, "data-order") - num(b, "data-order");
+      }).forEach(function (lane) { list.appendChild(lane); });
+      ordered = bySeverity ? "severity" : "time";
+    }
     root.classList.toggle("shared-axis", shared.checked);
+    watchStrips();
     count.textContent = shown + " of " + lanes.length + " lanes shown";
     var p = new URLSearchParams();
     if (q) { p.set("q", text.value.trim()); }
@@ -1305,8 +1762,14 @@ _JS: Final = """
     setSelect(sort, p.get("sort") || "time");
     shared.checked = p.get("axis") === "shared";
   }
+  // an element of a lane's body ("l<lane>-…"), drawing that lane first if it is drawn on demand
+  function target(id) {
+    var el = byId(id), m = /^l(\\d+)-/.exec(id), lane = m ? byId("lane-" + m[1]) : null;
+    if (!el && lane) { drawBody(lane); el = byId(id); }
+    return el;
+  }
   function jump(id) {
-    var el = byId(id);
+    var el = target(id);
     if (!el) { return false; }
     for (var n = el.parentNode; n; n = n.parentNode) {
       if (n.tagName === "DETAILS") { n.open = true; }
@@ -1349,14 +1812,18 @@ _JS: Final = """
   });
   function route() {
     var h = location.hash.replace(/^#/, "");
-    if (h && h.indexOf("=") < 0 && byId(h)) { jump(h); return; }
+    if (h && h.indexOf("=") < 0 && target(h)) { jump(h); return; }
     fromHash(); apply();
   }
   window.addEventListener("hashchange", route);
+  // a link to an element ("#l2-e5") survives the filters writing their state into the hash
+  var first = location.hash.replace(/^#/, "");
   fromHash();
   apply();
-  route();
+  if (first && first.indexOf("=") < 0 && target(first)) { jump(first); }
   root.setAttribute("data-js", "ready");
+  // when the page was ready, in ms since navigation started (what the report's bench reads)
+  root.setAttribute("data-ready-ms", String(Math.round(window.performance ? performance.now() : 0)));
 }());
 """
 
@@ -1388,16 +1855,10 @@ def _filters(lanes: Sequence[_Lane], ruler: str) -> str:
         f'<option value="{_e(s)}">{_e("no experience" if s == NO_EXPERIENCE else s)}</option>'
         for s in statuses
     )
-    decisions = _options((_str(r, "decision") for lane in lanes for r in lane.decisions), DECISIONS)
-    backends = _options((_str(r, "backend") for lane in lanes for r in lane.decisions), BACKENDS)
-    drops = _options(
-        (_str(r, "drop_reason") for lane in lanes for r in lane.entries if _str(r, "stage") == "drop"),
-        DROP_REASONS,
-    )
-    dead = _options(
-        (_str(r, "reason_code") for lane in lanes for r in (*lane.dead_letters, *lane.foreign_dead)),
-        DEAD_LETTER_REASONS,
-    )
+    decisions = _options((v for lane in lanes for v in lane.decision_values), DECISIONS)
+    backends = _options((v for lane in lanes for v in lane.backend_values), BACKENDS)
+    drops = _options((v for lane in lanes for v in lane.drop_values), DROP_REASONS)
+    dead = _options((v for lane in lanes for v in lane.dead_values), DEAD_LETTER_REASONS)
     return (
         '<div class="filters" id="filters" role="search">'
         '<input type="search" id="f-text" placeholder="filter by experience or device id…" '
@@ -1494,23 +1955,59 @@ def render_report(
     divergences: Sequence[Record] = (),
     replay_mode: str | None = None,
     device_states: Iterable[DeviceStateChange] = (),
+    on_demand: bool | None = None,
 ) -> str:
     """One self-contained HTML page (no external reference) for the given output records.
 
     ``divergences`` are replay's (``divergences.jsonl``) and ``replay_mode`` its ``--decisions``
     mode (shown in a banner); ``device_states`` are the network and voice observations of the input
     (see :func:`device_state_change`), drawn as bands since they write no timeline entry.
+
+    With more than ``OPEN_LANES_MAX`` lanes (or ``on_demand=True``) the lanes start collapsed and
+    each lane's body and shared-axis strip are carried compressed (:class:`_LaneData`): the page
+    draws them when the lane is opened or, for the strip, scrolled into view on the shared axis.
     """
-    lanes = _build_lanes(decisions, dispatches, timeline, statuses, dead_letters, divergences, device_states)
-    placed = {id(d) for lane in lanes for d in lane.divergences}
-    unplaced = [d for d in divergences if id(d) not in placed]
-    sizes = [len(lane.entries) for lane in lanes]
+    sources = _Sources(
+        _ListRecords(decisions), _ListRecords(dispatches), _ListRecords(timeline), _ListRecords(dead_letters)
+    )
+    return "".join(
+        _page(
+            sources,
+            statuses,
+            title=title,
+            generated_note=generated_note,
+            divergences=divergences,
+            replay_mode=replay_mode,
+            device_states=device_states,
+            on_demand=on_demand,
+        )
+    )
+
+
+def _page(
+    sources: _Sources,
+    statuses: Mapping[str, str],
+    *,
+    title: str,
+    generated_note: str | Callable[[_Totals], str],
+    divergences: Sequence[Record],
+    replay_mode: str | None,
+    device_states: Iterable[DeviceStateChange],
+    on_demand: bool | None,
+) -> Iterator[str]:
+    """The page, in pieces; it holds the lanes' aggregates and handles, one lane's records at a
+    time, and (on demand) the compressed lane data."""
+    lanes, totals, unplaced = _build_lanes(sources, statuses, divergences, device_states)
+    sizes = [len(lane.h_entries) for lane in lanes]
     table_cap = _water_fill(sizes, TABLE_ROW_BUDGET, TABLE_ROWS_MIN, TABLE_ROWS_MAX)
     svg_cap = _water_fill(sizes, SVG_MARK_BUDGET, SVG_MARKS_MIN, SVG_MARKS_MAX)
     strip_cap = _water_fill(
         [_strip_size(lane) for lane in lanes], STRIP_MARK_BUDGET, STRIP_MARKS_MIN, STRIP_MARKS_MAX
     )
-    open_ = len(lanes) <= OPEN_LANES_MAX
+    if on_demand is None:
+        on_demand = len(lanes) > OPEN_LANES_MAX
+    open_ = not on_demand and len(lanes) <= OPEN_LANES_MAX
+    packed = _LaneData() if on_demand else None
     capped_tables = sum(1 for s in sizes if s > table_cap)
     capped_charts = sum(1 for s in sizes if s > svg_cap)
     windows = [w for w in (lane.window() for lane in lanes) if w is not None]
@@ -1525,15 +2022,12 @@ def render_report(
         )
     if not open_:
         notes.append(
-            f'<p class="muted">{_n(len(lanes))} lanes: collapsed; filter, then use "expand shown".</p>'
+            f'<p class="muted">{_n(len(lanes))} lanes: collapsed (a lane is drawn when it is opened); '
+            'filter, then use "expand shown".</p>'
         )
-    lanes_html = "".join(
-        _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis) for i, lane in enumerate(lanes, 1)
-    )
-    if not lanes:
-        lanes_html = '<p class="muted">No experiences and no timeline entries.</p>'
-    note_html = f'<div class="note">{_e(generated_note)}</div>' if generated_note else ""
-    return (
+    note = generated_note(totals) if callable(generated_note) else generated_note
+    note_html = f'<div class="note">{_e(note)}</div>' if note else ""
+    yield (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
@@ -1543,41 +2037,40 @@ def render_report(
         f"<title>{_e(title)}</title><style>{_CSS}</style><script>{_PROBE_JS}</script></head><body>"
         f"<header><h1>{_e(title)}</h1>{note_html}{_replay_banner(replay_mode, divergences, unplaced)}"
         "</header><main>"
-        + _overview(lanes, decisions, dispatches, timeline, dead_letters)
+        + _overview(lanes, totals)
         + '<section id="lanes"><h2>Experiences</h2>'
         + _filters(lanes, _axis_svg(axis))
-        + _legend(any(lane.states for lane in lanes), bool(dead_letters))
+        + _legend(any(lane.states for lane in lanes), totals.dead_letters > 0)
         + "".join(notes)
-        + f'<div id="lane-list">{lanes_html}</div>'
-        + "</section></main>"
+        + ('<div id="lane-list" class="packed">' if packed is not None else '<div id="lane-list">')
+    )
+    for i, lane in enumerate(lanes, 1):
+        with _drawn(lane, sources):
+            html = _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis, packed)
+        if packed is None:
+            yield html
+        else:
+            packed.append_list(html)
+    if not lanes:
+        empty = '<p class="muted">No experiences and no timeline entries.</p>'
+        if packed is None:
+            yield empty
+        else:
+            packed.append_list(empty)
+    yield (
+        "</div></section></main>"
         "<footer>Times are UTC. Hover a mark for its summary, ref_id and drop reason. "
         "Lanes are grouped by experience; entries without an experience form a per-device "
         "“no experience” lane, which also holds the device's dead letters received outside any "
         "experience. Network and voice records update only the device snapshot: their bands are "
         "drawn from the replay's input. Dead letters never show a payload.</footer>"
-        f"<script>{_JS}</script></body></html>\n"
     )
+    if packed is not None:
+        yield packed.html()
+    yield f"<script>{_JS}</script></body></html>\n"
 
 
 # --------------------------------------------------------------------------- from a directory
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path.name}:{lineno}: not JSON ({exc.msg})") from exc
-            if not isinstance(value, dict):
-                raise ValueError(f"{path.name}:{lineno}: not a JSON object")
-            out.append(value)
-    return out
 
 
 def render_report_from_dir(
@@ -1585,11 +2078,16 @@ def render_report_from_dir(
     *,
     title: str = "Guardian incident report",
     device_states: Iterable[DeviceStateChange] = (),
+    on_demand: bool | None = None,
 ) -> Path:
     """Read a replay/demo output directory and write `report.html` into it; return its path.
 
     ``device_states``: the network and voice observations of the replay's input (the output files
     do not hold them); without them the report has no network or voice bands.
+
+    The output files are read twice and never held: a first pass keeps per lane its aggregates
+    (counts, time window, status, filter values) and an 8-byte offset per record; then each lane's
+    records are read back, drawn (and, on demand, compressed) and let go before the next lane's.
     """
     out_dir = Path(out_dir)
     summary_path = out_dir / "summary.json"
@@ -1602,27 +2100,37 @@ def render_report_from_dir(
             statuses = {str(k): str(v) for k, v in experiences.items()}
         if isinstance(summary, dict) and isinstance(summary.get("decisions_mode"), str):
             mode = summary["decisions_mode"]
-    decisions = _read_jsonl(out_dir / "decisions.jsonl")
-    dispatches = _read_jsonl(out_dir / "dispatch.jsonl")
-    timeline = _read_jsonl(out_dir / "timeline.jsonl")
-    dead_letters = _read_jsonl(out_dir / "deadletter.jsonl")
-    divergences = _read_jsonl(out_dir / "divergences.jsonl")
-    note = (
-        f"From {out_dir.name or '.'}/: {_n(len(timeline))} timeline entries, {_n(len(decisions))} decisions, "
-        f"{_n(len(dispatches))} dispatches, {_n(len(dead_letters))} dead letters."
+    sources = _Sources(
+        _FileRecords(out_dir / "decisions.jsonl"),
+        _FileRecords(out_dir / "dispatch.jsonl"),
+        _FileRecords(out_dir / "timeline.jsonl"),
+        _FileRecords(out_dir / "deadletter.jsonl"),
     )
-    page = render_report(
-        decisions=decisions,
-        dispatches=dispatches,
-        timeline=timeline,
-        dead_letters=dead_letters,
-        statuses=statuses,
-        title=title,
-        generated_note=note,
-        divergences=divergences,
-        replay_mode=mode,
-        device_states=device_states,
-    )
+    divergences = [rec for _, rec in _FileRecords(out_dir / "divergences.jsonl").scan()]
+
+    def note(totals: _Totals) -> str:
+        return (
+            f"From {out_dir.name or '.'}/: {_n(totals.timeline)} timeline entries, "
+            f"{_n(totals.decisions)} decisions, {_n(totals.dispatches)} dispatches, "
+            f"{_n(totals.dead_letters)} dead letters."
+        )
+
     target = out_dir / "report.html"
-    target.write_text(page, encoding="utf-8")
+    partial = out_dir / "report.html.partial"
+    try:
+        with partial.open("w", encoding="utf-8") as fh:
+            for piece in _page(
+                sources,
+                statuses,
+                title=title,
+                generated_note=note,
+                divergences=divergences,
+                replay_mode=mode,
+                device_states=device_states,
+                on_demand=on_demand,
+            ):
+                fh.write(piece)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
     return target

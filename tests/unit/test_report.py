@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -15,7 +14,14 @@ import pytest
 
 from report import render_report, render_report_from_dir
 from report.__main__ import main as report_main
-from report.html import DeviceStateChange, device_state_change
+from report.html import (
+    LANE_DATA_TYPE,
+    OPEN_LANES_MAX,
+    DeviceStateChange,
+    decode_lane_data,
+    decode_lane_list,
+    device_state_change,
+)
 
 T0 = 1785400000000
 DEV_A = "airbot-0001"
@@ -465,12 +471,13 @@ def test_fleet_scale_page_stays_bounded() -> None:
             )
         timeline.append(_tl(50, dev, exp, e * 100_000 + 30_000, "end", exp, "end", status="completed"))
     assert len(timeline) == 100_000
-    started = time.monotonic()
-    page = render_report(decisions=[], dispatches=[], timeline=timeline, dead_letters=[], statuses=statuses)
-    elapsed = time.monotonic() - started
+    packed = render_report(decisions=[], dispatches=[], timeline=timeline, dead_letters=[], statuses=statuses)
+    # collapsed and drawn on demand (drawn, it is ~33 MB): the lane list and the lanes' content are packed
+    assert len(packed.encode()) < 5_000_000, len(packed)
+    page = unpack_page(packed)
     assert page.count('class="lane"') == 2000
-    assert len(page.encode()) < 60_000_000, len(page)
-    assert elapsed < 60
+    assert page.count("data-chunk=") == 2000
+    assert 'class="chart"' not in page
 
 
 def test_render_report_from_dir_and_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -502,6 +509,10 @@ def test_render_report_from_dir_names_a_bad_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"timeline\.jsonl:2"):
         render_report_from_dir(tmp_path)
     assert report_main([str(tmp_path)]) == 1
+    (tmp_path / "timeline.jsonl").write_bytes(b'{"stage": "goal"}\n{"stage": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"timeline\.jsonl:2: not UTF-8"):
+        render_report_from_dir(tmp_path)
+    assert not (tmp_path / "report.html").exists() and not (tmp_path / "report.html.partial").exists()
 
 
 # --------------------------------------------------------------------------- what an analyst looks for
@@ -671,3 +682,128 @@ def test_from_dir_reads_the_mode_and_divergences(tmp_path: Path) -> None:
     dom = parse(render_report_from_dir(tmp_path).read_text(encoding="utf-8"))
     banner = next(n for n in dom.iter() if n.attrs.get("id") == "replay-mode")
     assert "decisions rules" in banner.text() and "1 divergence" in banner.text()
+
+
+# --------------------------------------------------------------------------- lanes drawn on demand
+
+
+def unpack_page(page: str) -> str:
+    """A page whose lane list is packed, with the list put in place (as the page's script does)."""
+    block = re.search(rf'<script type="{LANE_DATA_TYPE}" id="lz-list">([^<]*)</script>', page)
+    assert block, "no packed lane list"
+    empty = '<div id="lane-list" class="packed"></div>'
+    assert page.count(empty) == 1
+    return page.replace(empty, f'<div id="lane-list" class="packed">{decode_lane_list(block.group(1))}</div>')
+
+
+def _eager_parts(page: str) -> dict[str, tuple[str, str]]:
+    """lane id -> (shared-axis strip, body) of a page that draws every lane up front."""
+    parts: dict[str, tuple[str, str]] = {}
+    for m in re.finditer(
+        r'<section class="lane" id="(lane-\d+)".*?<summary>.*?(<svg class="shared" .*?</svg>)?</summary>'
+        r'<div class="lanebody">(.*?)</div></details></section>',
+        page,
+        re.S,
+    ):
+        parts[m.group(1)] = (m.group(2) or "", m.group(3))
+    return parts
+
+
+def test_collapsed_lanes_carry_their_content_compressed_and_identical() -> None:
+    eager = render_report(**sample_records(), generated_note="unit test")
+    packed = render_report(**sample_records(), generated_note="unit test", on_demand=True)
+    assert 'class="lane"' not in packed and "exp_guardian_00" not in packed  # the list is packed too
+    page = unpack_page(packed)
+    dom = parse(page)
+    sections = lanes(dom)
+    assert len(sections) == 4
+    # nothing of a lane's body is in the page as markup: no chart, no table, no strip
+    assert not dom.find_all(lambda n: n.tag == "svg" and ("chart" in n.classes or n.classes == {"shared"}))
+    assert not dom.find_all(lambda n: n.tag == "table" and "entries" in n.classes)
+    assert SCRIPT not in page and "&lt;script&gt;alert" not in page  # the lane's text is packed, too
+    # the filters still see every lane's values, and the overview is all there
+    assert {n.attrs["data-experience"]: n.attrs["data-dead"] for n in sections}[EXP_ABORT] == (
+        "not_json privacy_violation"
+    )
+    assert card_rows(dom, "Decisions") == {"continue": 1, "ask_user": 1, "abort": 1, "return_to_station": 1}
+    assert all(n.find_all(lambda x: x.tag == "details" and "open" in x.attrs) == [] for n in sections)
+    # each lane's packed strip and body is exactly what the eager page draws (its tables collapsed)
+    data = {
+        n.attrs["id"]: decode_lane_data(n.text())
+        for n in dom.iter()
+        if n.tag == "script" and n.attrs.get("type") == LANE_DATA_TYPE and n.attrs["id"] != "lz-list"
+    }
+    assert data and all(k.startswith("lz-") for k in data)
+    expected = _eager_parts(eager)
+    assert set(expected) == {n.attrs["id"] for n in sections}
+    for n in sections:
+        strip, body = data[f"lz-{n.attrs['data-chunk']}"][int(n.attrs["data-slot"])]
+        want_strip, want_body = expected[n.attrs["id"]]
+        assert strip == want_strip and strip.startswith('<svg class="shared"')
+        assert body == want_body.replace('<details class="tbl" open>', '<details class="tbl">')
+    aborted = next(n for n in sections if n.attrs["data-experience"] == EXP_ABORT)
+    _, body = data[f"lz-{aborted.attrs['data-chunk']}"][int(aborted.attrs["data-slot"])]
+    assert "Someone unverified is in the living room." in body and 'class="detail deadletters"' in body
+
+
+def test_many_lanes_are_packed_in_several_chunks() -> None:
+    rec = sample_records()
+    timeline = list(rec["timeline"])
+    statuses = dict(rec["statuses"])
+    for e in range(OPEN_LANES_MAX + 1):
+        exp = f"exp_more_{e:03d}"
+        statuses[exp] = "completed"
+        timeline.append(_tl(1, f"airbot-9{e:03d}", exp, 100_000 + e, "goal", exp, "goal: " + "x" * 8000))
+    page = unpack_page(render_report(**{**rec, "timeline": timeline, "statuses": statuses}))
+    dom = parse(page)
+    assert len(lanes(dom)) == OPEN_LANES_MAX + 1 + 4
+    assert all("data-chunk" in n.attrs for n in lanes(dom))  # automatic past OPEN_LANES_MAX
+    blocks = [
+        n
+        for n in dom.iter()
+        if n.tag == "script" and n.attrs.get("type") == LANE_DATA_TYPE and n.attrs["id"] != "lz-list"
+    ]
+    assert len(blocks) > 1
+    slots = {(n.attrs["data-chunk"], n.attrs["data-slot"]) for n in lanes(dom)}
+    assert len(slots) == len(lanes(dom))
+    unpacked = [lane for b in blocks for lane in decode_lane_data(b.text())]
+    assert len(unpacked) == len(lanes(dom))
+    assert sum("x" * 8000 in body for _, body in unpacked) == OPEN_LANES_MAX + 1
+
+
+@pytest.mark.parametrize("on_demand", [False, True])
+def test_from_dir_streams_the_files_to_the_same_page(tmp_path: Path, on_demand: bool) -> None:
+    """The directory's files are read lane by lane, not held: the page is the one its records make."""
+    rec = sample_records()
+    rec["timeline"][0]["summary"] = "goal: 거실과 주방을 순찰"
+    divergences = [
+        {"trigger_event_id": "obs_a_20", "kind": "different", "field": "decision", "recorded": "continue"},
+        {"trigger_event_id": "obs_zz", "kind": "not_reproduced", "recorded": "dec_zz"},
+    ]
+    files = {
+        "decisions.jsonl": rec["decisions"],
+        "dispatch.jsonl": rec["dispatches"],
+        "timeline.jsonl": rec["timeline"],
+        "deadletter.jsonl": rec["dead_letters"],
+        "divergences.jsonl": divergences,
+    }
+    for name, items in files.items():
+        # blank lines and non-ASCII text shift the byte offsets the second pass seeks to
+        (tmp_path / name).write_text("\n".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items))
+    summary = {"decisions_mode": "recorded", "experiences": rec["statuses"]}
+    (tmp_path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    states = [DeviceStateChange(DEV_A, "network", T0 + 5_000, "net_down", "disconnected")]
+    page = render_report_from_dir(tmp_path, device_states=states, on_demand=on_demand).read_text(
+        encoding="utf-8"
+    )
+    expected = render_report(
+        **rec,
+        generated_note=f"From {tmp_path.name}/: 30 timeline entries, 4 decisions, 3 dispatches, "
+        "3 dead letters.",
+        divergences=divergences,
+        replay_mode="recorded",
+        device_states=states,
+        on_demand=on_demand,
+    )
+    assert page == expected
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("report.html")] == ["report.html"]
