@@ -234,5 +234,6 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         code = exc.code if isinstance(exc.code, int) else Exit.INTERNAL
         return Exit.OK if code == 0 else Exit.INTERNAL
     finally:
-        watching.cancel()
+        if not watching.done() and not worker.loop.is_closed():
+            watching.cancel()  # (faust's shutdown cancels every task of its loop first)
     return stop.code if stop.code is not None else Exit.OK
