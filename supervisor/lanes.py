@@ -37,7 +37,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
 from mode import Service
 
 from guardian.settings import Settings
@@ -303,38 +302,11 @@ def state_table(tables: Any) -> Any:
     return table if table is not None else tables.devices
 
 
-def _experience_of(raw: bytes) -> ExperienceState | None:
-    obj = orjson.loads(raw)
-    if isinstance(obj, dict) and "e" in obj and "experience_id" not in obj:
-        obj = obj["e"]  # a device entry: {"d": device, "e": experience, ...}
-    if not isinstance(obj, dict):
-        return None
-    return ExperienceState.from_json(orjson.dumps(obj))
-
-
 def recovered_experiences(shell: Any) -> Iterator[tuple[int, ExperienceState]]:
     """(partition, experience) of every experience with pending triggers in the worker's local
-    table partitions.
-
-    Prefers the store's own ``pending_experiences()`` when it offers one; otherwise reads the
-    state table's per-partition RocksDB databases (as ``streams.agents`` does for the dedup
-    sweep). A store without them (``memory://``) yields nothing."""
-    own = getattr(shell.store, "pending_experiences", None)
-    if callable(own):
-        yield from own()
-        return
-    dbs = getattr(getattr(state_table(shell.tables), "data", None), "_dbs", None)
-    if not isinstance(dbs, dict):
-        return
-    for partition, db in sorted(dbs.items()):
-        for _key, raw in db.items():
-            try:
-                exp = _experience_of(bytes(raw))
-            except (ValueError, KeyError, TypeError) as exc:
-                logger.warning("unreadable state in partition %s: %s", partition, exc)
-                continue
-            if exp is not None and exp.pending:
-                yield int(partition), exp
+    table partitions, as the store reports them (``pending_experiences()``, required: a store that
+    cannot list them is an error, never an empty result)."""
+    yield from shell.store.pending_experiences()
 
 
 class LanesService(Service):

@@ -326,31 +326,17 @@ async def test_attach_lanes_wires_the_shell_and_the_app(gemini_stub: GeminiStub,
         await lanes.stop()
 
 
-def test_recovered_experiences_reads_every_partition_of_a_rocksdb_like_store() -> None:
+def test_recovered_experiences_are_the_stores_pending_experiences() -> None:
     s = device_script("airbot-0001", 0)
     exp = ExperienceState(
         experience_id=s.experience_id, device_id="airbot-0001", workflow_id="wf", plan=s.plan
     )
     exp.pending.append(Trigger("obs_1", "security.verification_result", 1, 1, {"outcome": "passed"}))
-    idle = ExperienceState(experience_id="exp_2", device_id="airbot-0002", workflow_id="wf", plan=s.plan)
-    entry = orjson.dumps({"d": None, "e": orjson.loads(exp.to_json()), "applied": {}, "log": []})
-    dbs = {
-        3: {b"airbot-0001": exp.to_json(), b"airbot-0002": idle.to_json()},
-        1: {b"bad": b"not json", b"airbot-0003": entry, b"empty": b'{"d": null, "e": null}'},
-    }
-    # the experiences table of its own, or the device entries that carry the experience
-    for tables in (
-        SimpleNamespace(experiences=SimpleNamespace(data=SimpleNamespace(_dbs=dbs))),
-        SimpleNamespace(devices=SimpleNamespace(data=SimpleNamespace(_dbs=dbs))),
-    ):
-        shell = SimpleNamespace(store=MemoryStore(), tables=tables)
-        found = list(recovered_experiences(shell))
-        assert [(p, e.device_id) for p, e in found] == [(1, "airbot-0001"), (3, "airbot-0001")]
-    memory = SimpleNamespace(store=MemoryStore(), tables=SimpleNamespace(devices=SimpleNamespace(data=None)))
-    assert list(recovered_experiences(memory)) == []
-    # a store that knows its pending experiences is asked instead
     store = SimpleNamespace(pending_experiences=lambda: iter([(7, exp)]))
     assert list(recovered_experiences(SimpleNamespace(store=store, tables=None))) == [(7, exp)]
+    # a store that cannot list them is an error, not an empty result
+    with pytest.raises(AttributeError):
+        list(recovered_experiences(SimpleNamespace(store=SimpleNamespace(), tables=None)))
 
 
 class _FlakyBackend:
