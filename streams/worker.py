@@ -78,7 +78,7 @@ def build_worker_app(
     out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
     control = app.topic(names.control, key_serializer="raw", value_serializer="raw")
     metrics = GuardianMetrics()
-    claims = ClaimsReader(bootstrap, names.claims)
+    claims = ClaimsReader(bootstrap, names.claims, on_round_trip=metrics.claim_duration.observe)
     store = FaustStore(tables, PendingWrites(tables.batched(), tables.access))
     store.claims = claims.claims
     shell = PipelineShell(
