@@ -430,6 +430,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.topics.route(set(inputs.topics), shell.receive)
 
     merge_suffixes = set(INPUT_SUFFIXES)
+    plans_topic = names.plans
 
     async def run_ready() -> None:
         # in slices: a merge releasing a long-held backlog at once is flushed as it goes (each
@@ -438,9 +439,10 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
             generation = shell.generation
             ready = shell.merger.pop_ready(shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS)
             for message in ready:
-                await shell.settle_claim(message)
-                if shell.generation != generation:
-                    return  # a rebalance came while the claim was settled: the rest is read again
+                if message.topic == plans_topic and shell.claims is not None:
+                    await shell.settle_claim(message)
+                    if shell.generation != generation:
+                        return  # a rebalance came while the claim was settled: the rest is read again
                 run(message)
             if len(shell.unacked) >= FLUSH_RECORDS:
                 await shell.flush()
