@@ -40,16 +40,13 @@ from aiokafka.errors import KafkaError
 
 from pipeline.runner import Processed, Processor
 from streams import faust_seam
-from streams.claims import ClaimsReader, ClaimTimeout
 from streams.merge import TimestampMerger
 from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
 from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from tables.state import Trigger
 from topics.envelope import Coords, Out
-from topics.gate import Admitted
 from topics.names import INPUT_SUFFIXES, TopicNames
-from topics.records import ExperiencePlan
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +122,6 @@ class PipelineShell:
     tally: BatchTally = field(default_factory=BatchTally)
     #: the worker's readiness (``streams.health.Readiness``; None outside a worker)
     readiness: Any = None
-    #: the claims reader (``streams.claims``): a plan's experience is claimed before it is applied
-    #: (None: no claims, the owner index alone decides, e.g. unit tests)
-    claims: ClaimsReader | None = None
-    #: one record at a time: a plan waiting for its claim holds the others back (order kept)
-    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -217,32 +209,6 @@ class PipelineShell:
         self.unacked.clear()
         self.tally = BatchTally()
         self.store.writes.discard()
-
-    async def settle_claim(self, msg: Any) -> None:
-        """Before a plan is applied: make sure the claims log has settled its experience's owner
-        (claim it and read the claim back if no claim for it has been read yet). Only a plan the
-        gate admits claims anything; the core then judges it with the settled owner."""
-        if self.claims is None or self.names.suffix_of(msg.topic) != "plans":
-            return
-        verdict = self.processor.gate.admit(
-            "plans",
-            msg.key,
-            msg.value,
-            source_topic=msg.topic,
-            partition=int(msg.partition),
-            offset=int(msg.offset),
-            received_at_ms=round(msg.timestamp * 1000),
-        )
-        if not isinstance(verdict, Admitted) or not isinstance(verdict.record, ExperiencePlan):
-            return
-        plan = verdict.record
-        if self.producer is None:
-            raise RuntimeError("the shell has no producer yet")
-        try:
-            await self.claims.settle(self.producer(), plan.experience_id, plan.device_id)
-        except (ClaimTimeout, KafkaError, OSError) as exc:
-            await self._lost(exc)
-            raise
 
     def track(self, done: Processed, partition: int) -> None:
         device_id = done.device_id
@@ -430,19 +396,13 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.topics.route(set(inputs.topics), shell.receive)
 
     merge_suffixes = set(INPUT_SUFFIXES)
-    plans_topic = names.plans
 
     async def run_ready() -> None:
         # in slices: a merge releasing a long-held backlog at once is flushed as it goes (each
         # slice is popped and processed without a pause, so the merge's order holds)
         while True:
-            generation = shell.generation
             ready = shell.merger.pop_ready(shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS)
             for message in ready:
-                if message.topic == plans_topic and shell.claims is not None:
-                    await shell.settle_claim(message)
-                    if shell.generation != generation:
-                        return  # a rebalance came while the claim was settled: the rest is read again
                 run(message)
             if len(shell.unacked) >= FLUSH_RECORDS:
                 await shell.flush()
@@ -476,51 +436,41 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     async def pipeline() -> None:
         attach()
-        if shell.claims is not None:
-            # every claim made before this worker started is read before any input record: the
-            # owners the core is given are the log's from the first record on
-            await shell.claims.wait_caught_up()
         while True:
             await shell.inbox_ready.wait()
             generation = shell.generation
             for message in shell.take_inbox():
                 if shell.generation != generation:
                     break  # a rebalance came during a flush: the rest is read again after it
-                async with shell.turn:
-                    await step(message)
-            # natural batching: flush when the pipeline has caught up with what was fetched
-            async with shell.turn:
-                if shell.unacked:
+                suffix = names.suffix_of(message.topic)
+                if suffix in merge_suffixes:
+                    assert suffix is not None
+                    partition = int(message.partition)
+                    shell.next_offset[(suffix, partition)] = int(message.offset) + 1
+                    shell.merger.push(
+                        suffix,
+                        partition,
+                        round(message.timestamp * 1000),
+                        int(message.offset),
+                        message,
+                        time.monotonic(),
+                    )
+                    await run_ready()
+                else:
+                    run(message)
+                if len(shell.unacked) >= FLUSH_RECORDS:
                     await shell.flush()
-
-    async def step(message: Any) -> None:
-        suffix = names.suffix_of(message.topic)
-        if suffix in merge_suffixes:
-            assert suffix is not None
-            partition = int(message.partition)
-            shell.next_offset[(suffix, partition)] = int(message.offset) + 1
-            shell.merger.push(
-                suffix,
-                partition,
-                round(message.timestamp * 1000),
-                int(message.offset),
-                message,
-                time.monotonic(),
-            )
-            await run_ready()
-        else:
-            run(message)
-        if len(shell.unacked) >= FLUSH_RECORDS:
-            await shell.flush()
+            # natural batching: flush when the pipeline has caught up with what was fetched
+            if shell.unacked:
+                await shell.flush()
 
     app.task(pipeline)
 
     async def release_held() -> None:
         if len(shell.merger) and shell.ack is not None:
-            async with shell.turn:
-                await run_ready()
-                if shell.unacked:
-                    await shell.flush()
+            await run_ready()
+            if shell.unacked:
+                await shell.flush()
 
     app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
 
