@@ -12,14 +12,10 @@ again. Only the report is measured here; replay's own speed is another bench par
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import resource
-import select
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from bench.devtools import DevToolsPipe
 from bench.workload import Rec, device_ids, measured_records, setup_end, setup_records
 from guardian.settings import Settings
 from pipeline.core import Pipeline
@@ -153,91 +150,6 @@ _FRAME_JS = (
 )
 
 
-class _Chromium:
-    """Headless Chromium driven over ``--remote-debugging-pipe`` (NUL-separated JSON on fds 3 and 4)."""
-
-    def __init__(self, binary: str, profile: Path) -> None:
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        child_in, child_out = fcntl.fcntl(to_r, fcntl.F_DUPFD, 20), fcntl.fcntl(from_w, fcntl.F_DUPFD, 20)
-        cmd = [
-            binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-extensions",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            f"--user-data-dir={profile}",
-            "--remote-debugging-pipe",
-            "about:blank",
-        ]
-        self.proc = subprocess.Popen(
-            [
-                "/bin/bash",
-                "-c",
-                f'exec "$@" 3<&{child_in} 4>&{child_out} {child_in}<&- {child_out}>&-',
-                "sh",
-                *cmd,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(child_in, child_out),
-            start_new_session=True,
-        )
-        for fd in (to_r, from_w, child_in, child_out):
-            os.close(fd)
-        self.out, self.inp = to_w, from_r
-        self.buffer = b""
-        self.next_id = 0
-        self.events: list[dict[str, Any]] = []
-        self.session = ""
-
-    def close(self) -> None:
-        os.close(self.out)
-        os.close(self.inp)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def _read(self, deadline: float) -> dict[str, Any]:
-        while b"\0" not in self.buffer:
-            ready, _, _ = select.select([self.inp], [], [], max(deadline - time.monotonic(), 0))
-            chunk = os.read(self.inp, 1 << 16) if ready else b""
-            if not chunk:
-                raise RuntimeError("chromium did not answer")
-            self.buffer += chunk
-        message, self.buffer = self.buffer.split(b"\0", 1)
-        value: dict[str, Any] = json.loads(message)
-        return value
-
-    def send(self, method: str, params: dict[str, Any] | None = None, *, browser: bool = False) -> Any:
-        self.next_id += 1
-        msg: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
-        if not browser:
-            msg["sessionId"] = self.session
-        os.write(self.out, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + 300
-        while True:
-            answer = self._read(deadline)
-            if answer.get("id") == self.next_id:
-                if "error" in answer:
-                    raise RuntimeError(f"{method}: {answer['error']}")
-                return answer.get("result", {})
-            self.events.append(answer)
-
-    def wait_event(self, method: str) -> None:
-        deadline = time.monotonic() + 300
-        while True:
-            for i, event in enumerate(self.events):
-                if event.get("method") == method:
-                    del self.events[i]
-                    return
-            self.events.append(self._read(deadline))
-
-
 def open_times(page: Path, binary: str, runs: int = 2) -> dict[str, float]:
     """How long headless Chromium (1400x1000) takes to open ``page``: best of ``runs`` navigations,
     in seconds from the start of the navigation.
@@ -247,7 +159,7 @@ def open_times(page: Path, binary: str, runs: int = 2) -> dict[str, float]:
     ``frame_s``: the first frame after it is drawn (the page is on screen and usable).
     """
     with tempfile.TemporaryDirectory(prefix="report-bench-") as profile:
-        browser = _Chromium(binary, Path(profile))
+        browser = DevToolsPipe(binary, Path(profile))
         try:
             target = browser.send("Target.createTarget", {"url": "about:blank"}, browser=True)["targetId"]
             browser.session = browser.send(

@@ -8,11 +8,9 @@ fonts-noto-cjk). Missing Chromium or the font is a failure, not a skip.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import struct
@@ -27,6 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
+from bench.devtools import DevToolsPipe
 from guardian.cli import main as cli_main
 from guardian.replay import InputRecord, replay_records
 from guardian.settings import Settings
@@ -229,83 +228,13 @@ def test_the_network_check_would_catch_a_request(browser: Browser, report_file: 
 # ------------------------------------------------------------------ a real replay, driven over DevTools
 
 
-class DevTools:
-    """One headless Chromium driven through the DevTools protocol over ``--remote-debugging-pipe``
-    (the browser reads commands on its fd 3 and answers on its fd 4, NUL-separated JSON)."""
+class DevTools(DevToolsPipe):
+    """One headless Chromium driven through the DevTools protocol, with the page helpers the tests
+    use."""
 
     def __init__(self, binary: str, work: Path) -> None:
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        # high, non-inheritable copies for the shell to move onto 3 and 4 in the child
-        child_in, child_out = fcntl.fcntl(to_r, fcntl.F_DUPFD, 20), fcntl.fcntl(from_w, fcntl.F_DUPFD, 20)
         profile = work / f"profile-{uuid.uuid4().hex[:12]}"
-        cmd = [binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"]
-        self.proc = subprocess.Popen(
-            [
-                "/bin/bash",
-                "-c",
-                f'exec "$@" 3<&{child_in} 4>&{child_out} {child_in}<&- {child_out}>&-',
-                "sh",
-                *cmd,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(child_in, child_out),
-            start_new_session=True,
-        )
-        for fd in (to_r, from_w, child_in, child_out):
-            os.close(fd)
-        self.out, self.inp = to_w, from_r
-        self.buffer = b""
-        self.next_id = 0
-        self.events: list[dict[str, Any]] = []
-        self.session = ""
-
-    def close(self) -> None:
-        os.close(self.out)
-        os.close(self.inp)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def _read(self, deadline: float) -> dict[str, Any]:
-        while b"\0" not in self.buffer:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.inp], [], [], max(left, 0))
-            if not ready:
-                pytest.fail(f"chromium did not answer within {TIMEOUT_S}s")
-            chunk = os.read(self.inp, 1 << 16)
-            if not chunk:
-                pytest.fail("chromium closed its DevTools pipe")
-            self.buffer += chunk
-        message, self.buffer = self.buffer.split(b"\0", 1)
-        value: dict[str, Any] = json.loads(message)
-        return value
-
-    def send(self, method: str, params: dict[str, Any] | None = None, *, browser: bool = False) -> Any:
-        self.next_id += 1
-        msg: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
-        if not browser:
-            msg["sessionId"] = self.session
-        os.write(self.out, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + TIMEOUT_S
-        while True:
-            answer = self._read(deadline)
-            if answer.get("id") == self.next_id:
-                assert "error" not in answer, f"{method}: {answer['error']}"
-                return answer.get("result", {})
-            self.events.append(answer)
-
-    def wait_event(self, method: str) -> dict[str, Any]:
-        deadline = time.monotonic() + TIMEOUT_S
-        while True:
-            for i, event in enumerate(self.events):
-                if event.get("method") == method:
-                    del self.events[i]
-                    return event
-            self.events.append(self._read(deadline))
+        super().__init__(binary, profile, FLAGS, timeout_s=TIMEOUT_S)
 
     def open(self, width: int = 1400, height: int = 1000) -> None:
         target = self.send("Target.createTarget", {"url": "about:blank"}, browser=True)["targetId"]
