@@ -168,6 +168,10 @@ class Run:
     results: dict[str, Any]
     #: every subprocess the run started (stopped at the end, whatever happens)
     workers: list[kafka_ops.Worker] = field(default_factory=list)
+    #: sample the measured processes with py-spy (``--profile``)
+    profile: bool = False
+    #: the latency part's probes: (event id -> sent, event id -> its dispatch read), wall clock
+    probe_times: tuple[dict[str, float], dict[str, float]] = field(default_factory=lambda: ({}, {}))
 
     def spawn(self, worker: kafka_ops.Worker) -> kafka_ops.Worker:
         self.workers.append(worker)
@@ -196,8 +200,38 @@ class Run:
             GUARDIAN_PARTITIONS=str(self.partitions),
             GUARDIAN_DATA_DIR=str(self.work / "worker-data"),
             GUARDIAN_SUPERVISOR="rules",
+            GUARDIAN_LATENCY_TRACE=str(self.trace_path),
         )
         return env
+
+    @property
+    def trace_path(self) -> Path:
+        """The measured worker's latency trace (``bench.latency_trace``)."""
+        return self.out / "latency-trace.jsonl"
+
+    def profiler(self, pid: int, name: str) -> Any:
+        """py-spy on ``pid`` with ``--profile`` (None otherwise, or without py-spy)."""
+        if not self.profile:
+            return None
+        from bench.profile import Profiler, py_spy
+
+        if py_spy() is None:
+            self.say("--profile: py-spy is not installed (pip install py-spy); no profile")
+            return None
+        return Profiler(pid, self.out / f"profile-{name}.txt")
+
+    def profiled(self, part: str, profiler: Any, label: str) -> None:
+        if profiler is None:
+            return
+        from bench.profile import describe
+
+        result = profiler.stop()
+        if result is None:
+            self.say(f"--profile: no samples of {label}")
+            return
+        self.results.setdefault("profiles", {})[part] = result
+        for line in describe(result, label):
+            self.say(line)
 
     def say(self, text: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {text}", flush=True)
@@ -254,11 +288,14 @@ class Run:
         worker = self.spawn(kafka_ops.Worker(self.worker_env(), self.out / "worker.log", worker_id="bench"))
         spawned = time.monotonic()
         cpu0 = 0.0
+        profiler = self.profiler(worker.pid, "worker")
         try:
             samples = asyncio.run(self._watch(worker, names.observations, len(records), self.group))
         except (TimeoutError, RuntimeError):
             worker.stop()
             raise
+        finally:
+            self.profiled("pipeline", profiler, "the measured worker")
         (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
         cpu = kafka_ops.proc_cpu_s(worker.pid) or cpu0
         rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
@@ -397,6 +434,7 @@ class Run:
             await probe.stop()
             await consumer.stop()
         latencies = [(arrived[e] - t) * 1000 for e, t in sent_at.items() if e in arrived]
+        self.probe_times = (sent_at, arrived)
         return {
             "background_rate_target": rate,
             "background_rate_achieved": achieved,
@@ -457,9 +495,11 @@ class Run:
             ]
             log = self.out / f"{mode}-floor.log"
             floor = self.spawn(kafka_ops.Worker(dict(os.environ), log, module_argv=argv))
+            profiler = self.profiler(floor.pid, f"{mode}-floor") if mode == "inbox" else None
             try:
                 samples = asyncio.run(self._watch(floor, names.observations, expected, group))
             finally:
+                self.profiled(key, profiler, label)
                 floor.stop()
             (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
             rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
@@ -566,6 +606,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
                 run = Run(
                     settings, bootstrap, names, sizes, out, tmp, int(time.time() * 1000) - 3_600_000, results
                 )
+                run.profile = bool(getattr(args, "profile", False))
                 run.say(f"broker {bootstrap} ({kind}), topics {prefix}*, {settings.partitions} partitions")
                 try:
                     _kafka_parts(run, kafka_parts, args)
@@ -617,6 +658,14 @@ def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
             run.say(f"latency: steady load {rate:,.0f} obs/s, {run.sizes.probes_per_s:g} probes/s")
             res = asyncio.run(run.latency(rate))
             run.results["latency"] = res
+            worker.stop()  # its trace is complete once it has left
+            from bench import latency_trace
+
+            sent_at, arrived = run.probe_times
+            trace = latency_trace.slowest(sent_at, arrived, run.trace_path)
+            res["trace"] = trace
+            for line in latency_trace.describe(trace):
+                run.say(line)
             run.say(
                 f"trigger->dispatch p50 {res['p50_ms']} ms, p99 {res['p99_ms']} ms, "
                 f"p99.9 {res['p999_ms']} ms "

@@ -543,6 +543,12 @@ def build_parser() -> _Parser:
         metavar="R",
         help="steady load of the latency run, observations/s; default: a quarter of the measured maximum",
     )
+    bench.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample the measured worker and the inbox floor with py-spy (when installed); top entries "
+        "in the output and OUT/bench.json",
+    )
 
     schema = _sub(sub, "schema", "JSON Schemas of the records", "JSON Schemas of the records.")
     ssub = schema.add_subparsers(dest="schema_command", required=True, metavar="ACTION")

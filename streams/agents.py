@@ -51,8 +51,10 @@ from topics.names import INPUT_SUFFIXES, TopicNames
 log = logging.getLogger(__name__)
 
 MERGE_MAX_HOLD_S = 10.0
-#: a batch is flushed when the inbox is empty, or after this many records
+#: a batch is flushed when the inbox is empty, or after this many records, or once its first record
+#: was handled this long ago (a backlog after a pause is not held for a whole batch's time)
 FLUSH_RECORDS = 2_000
+FLUSH_AFTER_S = 0.05
 #: messages the inbox takes before faust's fetcher waits
 INBOX_MAX = 10_000
 PRODUCER_BUFFER_MESSAGES = 20_000
@@ -106,6 +108,8 @@ class PipelineShell:
     on_lost: Callable[[BaseException], Any] | None = None
     #: processed messages whose writes and outputs are not flushed yet
     unacked: list[Any] = field(default_factory=list)
+    #: when the first of ``unacked`` was handled (monotonic)
+    batch_started: float = 0.0
     #: tasks acking flushed messages once their batches are delivered
     acking: set[asyncio.Task[None]] = field(default_factory=set)
     #: releases a message to faust's consumer (its offset may then be committed)
@@ -150,9 +154,18 @@ class PipelineShell:
         while the inbox is full (faust's fetcher then waits too, or drops it on a rebalance)."""
         self.inbox.append(message)
         self.inbox_ready.set()
+        if self.metrics is not None and self.metrics.trace is not None:
+            self.metrics.trace.received(message)
         if len(self.inbox) >= INBOX_MAX:
             self.inbox_room.clear()
             await self.inbox_room.wait()
+
+    def batch_due(self) -> bool:
+        """Is the batch being built to be flushed now (full, or its first record waited long)?"""
+        unacked = self.unacked
+        return len(unacked) >= FLUSH_RECORDS or (
+            bool(unacked) and time.monotonic() - self.batch_started >= FLUSH_AFTER_S
+        )
 
     def take_inbox(self) -> list[Any]:
         batch, self.inbox = self.inbox, []
@@ -167,11 +180,13 @@ class PipelineShell:
         if self.producer is None or self.ack is None:
             raise RuntimeError("the shell has no producer yet")
         started = time.monotonic()
+        flush_at = time.time()
         try:
-            futures = await self.store.writes.flush(self.producer())
+            futures = await self.store.writes.flush_behind(self.producer())
         except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
             await self._lost(exc)
             raise
+        tally.sent_at = (flush_at, time.time())
         if not futures:
             self._delivered(messages, tally, started)
             return
@@ -257,6 +272,8 @@ class PipelineShell:
         self.processed += 1
         if self.metrics is not None:
             self.tally.inputs[suffix] += 1
+            if self.metrics.trace is not None:
+                self.tally.trace(self.metrics.trace.handled(msg, done.outs))
         self.emit(done.outs, received_at_ms)
         self.track(done, partition)
 
@@ -404,12 +421,14 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
             ready = shell.merger.pop_ready(shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS)
             for message in ready:
                 run(message)
-            if len(shell.unacked) >= FLUSH_RECORDS:
+            if shell.batch_due():
                 await shell.flush()
             if len(ready) < FLUSH_RECORDS:
                 return
 
     def run(message: Any) -> None:
+        if not shell.unacked:
+            shell.batch_started = time.monotonic()
         shell.handle(message)
         shell.unacked.append(message)
 
@@ -436,6 +455,8 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     async def pipeline() -> None:
         attach()
+        if shell.metrics is not None and shell.metrics.trace is not None:
+            shell.metrics.trace.start()
         while True:
             await shell.inbox_ready.wait()
             generation = shell.generation
@@ -446,6 +467,8 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
                 if suffix in merge_suffixes:
                     assert suffix is not None
                     partition = int(message.partition)
+                    if shell.metrics is not None and shell.metrics.trace is not None:
+                        shell.metrics.trace.pushed(message)
                     shell.next_offset[(suffix, partition)] = int(message.offset) + 1
                     shell.merger.push(
                         suffix,
@@ -458,7 +481,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
                     await run_ready()
                 else:
                     run(message)
-                if len(shell.unacked) >= FLUSH_RECORDS:
+                if shell.batch_due():
                     await shell.flush()
             # natural batching: flush when the pipeline has caught up with what was fetched
             if shell.unacked:

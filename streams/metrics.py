@@ -11,9 +11,11 @@ time (:class:`LiveCollector`). Names follow Prometheus conventions: base units (
 
 from __future__ import annotations
 
+import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -40,6 +42,14 @@ class BatchTally:
     decisions: Tally[tuple[str, str]] = field(default_factory=Tally)
     #: receive time (ms) of the trigger of each dispatch
     dispatch_triggers: list[int] = field(default_factory=list)
+    #: the batch's dispatches in the latency trace (``LatencyTrace``; empty when it is off)
+    traced: list[dict[str, Any]] = field(default_factory=list)
+    #: wall-clock times the batch's flush started and handed everything to the producer
+    sent_at: tuple[float, float] = (0.0, 0.0)
+
+    def trace(self, entry: dict[str, Any] | None) -> None:
+        if entry is not None:
+            self.traced.append(entry)
 
     def outs(self, outs: Iterable[Out], trigger_received_ms: int | None) -> None:
         for out in outs:
@@ -59,7 +69,9 @@ class BatchTally:
 class GuardianMetrics:
     """Every metric of one worker, on its own registry."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        #: the latency trace (``GUARDIAN_LATENCY_TRACE`` in ``env``), off by default
+        self.trace = LatencyTrace.from_env(env or {})
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.inputs = Counter(
@@ -158,6 +170,8 @@ class GuardianMetrics:
             self.trigger_to_dispatch.observe(max(0.0, now_s - received_ms / 1000))
         self.batch_records.observe(records)
         self.flush_duration.observe(flush_s)
+        if self.trace is not None and tally.traced:
+            self.trace.delivered(tally.traced, *tally.sent_at, records)
 
     def model_call(self, outcome: str, seconds: float, attempt: int) -> None:
         """One HTTP call to the model (``attempt`` counts from 1)."""
@@ -212,3 +226,109 @@ class LiveCollector(Collector):
             "1 when table recovery is complete for the current assignment.",
             value=1.0 if completed else 0.0,
         )
+
+
+#: where a worker writes its latency trace (JSON lines; unset: no trace). ``guardian bench`` sets it
+TRACE_ENV = "GUARDIAN_LATENCY_TRACE"
+#: event-loop lag and GC pauses shorter than this are not written
+TRACE_MIN_PAUSE_S = 0.005
+TRACE_LAG_EVERY_S = 0.01
+
+
+class LatencyTrace:
+    """Where the time of each dispatch went inside the worker (a bench diagnostic).
+
+    Per dispatched trigger, wall-clock times (``time.time()``) of: the input handed over by faust's
+    conductor (``recv``), pushed into the timestamp merge (``pushed``), handled by the core
+    (``handled``), its batch's flush started (``flush``) and handed to the producer (``sent``), and
+    Kafka acknowledging all of the batch (``acked``). Also every garbage-collector pause and every
+    event-loop stall of at least ``TRACE_MIN_PAUSE_S`` (when and how long), so a slow dispatch can
+    be matched with what the worker was doing. Costs a dict entry per input record while on."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = open(path, "ab", buffering=1 << 16)  # noqa: SIM115 - closed in close()
+        self._seen: dict[tuple[str, int, int], list[float]] = {}
+        self._gc_start = 0.0
+        self._lag_task: Any = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> LatencyTrace | None:
+        path = env.get(TRACE_ENV)
+        return cls(path) if path else None
+
+    def start(self) -> None:
+        """Watch the garbage collector and the event loop (call from inside the running loop)."""
+        import asyncio
+        import gc
+
+        if self._lag_task is None:
+            gc.callbacks.append(self._on_gc)
+            self._lag_task = asyncio.ensure_future(self._watch_loop())
+
+    def received(self, message: Any) -> None:
+        self._seen[(message.topic, message.partition, message.offset)] = [time.time(), 0.0]
+
+    def pushed(self, message: Any) -> None:
+        times = self._seen.get((message.topic, message.partition, message.offset))
+        if times is not None:
+            times[1] = time.time()
+
+    def handled(self, message: Any, outs: Iterable[Out]) -> dict[str, Any] | None:
+        """A record is handled: its entry if it caused a dispatch (completed by the flush)."""
+        times = self._seen.pop((message.topic, message.partition, message.offset), None)
+        for out in outs:
+            if out.kind == "dispatch" and times is not None:
+                return {
+                    "kind": "dispatch",
+                    "trigger": out.value.get("trigger_event_id"),
+                    "kafka_ts": message.timestamp,
+                    "recv": times[0],
+                    "pushed": times[1] or times[0],
+                    "handled": time.time(),
+                }
+        return None
+
+    def write(self, entry: dict[str, Any]) -> None:
+        import orjson
+
+        self._file.write(orjson.dumps(entry) + b"\n")
+
+    def delivered(self, entries: list[dict[str, Any]], flush: float, sent: float, records: int) -> None:
+        acked = time.time()
+        for entry in entries:
+            entry.update(flush=flush, sent=sent, acked=acked, batch=records)
+            self.write(entry)
+        self._file.flush()
+
+    def forget(self) -> None:
+        """A rebalance: records received so far are read again."""
+        self._seen.clear()
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_start = time.time()
+            return
+        took = time.time() - self._gc_start
+        if took >= TRACE_MIN_PAUSE_S:
+            self.write({"kind": "gc", "at": self._gc_start, "s": took, "generation": info.get("generation")})
+
+    async def _watch_loop(self) -> None:
+        import asyncio
+
+        while True:
+            before = time.monotonic()
+            at = time.time()
+            await asyncio.sleep(TRACE_LAG_EVERY_S)
+            late = time.monotonic() - before - TRACE_LAG_EVERY_S
+            if late >= TRACE_MIN_PAUSE_S:
+                self.write({"kind": "lag", "at": at + TRACE_LAG_EVERY_S, "s": late})
+
+    def close(self) -> None:
+        import gc
+
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+        self._file.close()

@@ -76,7 +76,7 @@ def build_worker_app(
     processor = Processor(registry, Pipeline(registry, language=settings.language), decide)
     out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
     control = app.topic(names.control, key_serializer="raw", value_serializer="raw")
-    metrics = GuardianMetrics()
+    metrics = GuardianMetrics(os.environ)
     shell = PipelineShell(
         processor=processor,
         names=names,

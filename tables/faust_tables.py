@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from tables.state import DeviceState, ExperienceState
-from tables.writes import PendingWrites, StoreAccess
+from tables.writes import Pending, PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
 
 SEP = "\x1f"
@@ -229,7 +229,7 @@ class FaustStore:
             return self.writes.find(table, key)
         return self.writes.get(table, self.partition, key)
 
-    def _write(self, table: str, key: bytes, value: bytes | None) -> None:
+    def _write(self, table: str, key: bytes, value: Pending) -> None:
         """Set (None: delete) ``key`` in the partition of the record being processed."""
         if self.partition is None:
             raise RuntimeError(f"a write to {table} outside a record of a known partition")
@@ -265,7 +265,7 @@ class FaustStore:
         if self.partition is not None:
             # a re-read after a crash: the local value (RocksDB is written before the changelog
             # is sent) may never have reached the changelog; write it again, identical
-            self._write("devices", device_id.encode(), entry.to_json())
+            self._write("devices", device_id.encode(), entry)
             if entry.experience is not None:
                 exp = entry.experience
                 self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan))
@@ -294,7 +294,8 @@ class FaustStore:
             self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan))
             entry.plan_stored = exp.experience_id
             exp.plan = self.plan_parts.share(exp.plan)
-        self._write("devices", device_id.encode(), entry.to_json())
+        # encoded once per batch, at the flush, however many of the batch's records changed it
+        self._write("devices", device_id.encode(), entry)
 
     def _committed(self, coords: str) -> bool:
         stream, _, offset = coords.rpartition(":")

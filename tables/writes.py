@@ -10,6 +10,10 @@ The tables stay faust tables: same changelog topics and partitions, same raw key
 faust's recovery rebuilds them as before; a flushed changelog batch advances the partition's
 persisted offset as faust's own write path does (at-least-once: as soon as it is acknowledged).
 
+A value may be given unencoded (anything with ``to_json()``, e.g. a device's entry): it is
+encoded once, when the batch is flushed (or read back), however many records of the batch changed
+it, and what is encoded is its state at that moment (the last write of the key wins anyway).
+
 Reads see the batch: :meth:`PendingWrites.get` answers from the pending writes first, then from the
 partition's database (RocksDB already holds every flushed batch, written before its changelog is
 sent).
@@ -19,10 +23,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiokafka.partitioner import murmur2
 from rocksdict import WriteBatch
+
+#: batches landed but not handed to the producer yet before ``flush_behind`` waits
+MAX_BEHIND = 4
 
 
 class StoreAccess(Protocol):
@@ -38,6 +46,20 @@ class StoreAccess(Protocol):
         ...
 
 
+class Encodable(Protocol):
+    """A table value encoded only when its batch is flushed."""
+
+    def to_json(self) -> bytes: ...
+
+
+#: a pending value: bytes, None (a delete), or a value to encode at the flush
+Pending = bytes | Encodable | None
+
+
+def encoded(value: Pending) -> bytes | None:
+    return value if value is None or isinstance(value, bytes) else value.to_json()
+
+
 class PendingWrites:
     """Table writes (``(table, partition) -> {key: value or None}``) and output records of a batch."""
 
@@ -46,16 +68,18 @@ class PendingWrites:
         self.tables = tables
         #: the stores' partition databases (``streams.faust_seam.RocksStores``)
         self.access = access
-        self._puts: dict[tuple[str, int], dict[bytes, bytes | None]] = {}
+        self._puts: dict[tuple[str, int], dict[bytes, Pending]] = {}
         self._outs: list[tuple[str, bytes | None, bytes]] = []
         self._partitions: dict[str, list[int]] = {}
-        self._lock = asyncio.Lock()
+        #: batches landed and not handed to the producer yet, oldest first
+        self._handing: list[asyncio.Task[list[asyncio.Future[Any]]]] = []
 
     def __len__(self) -> int:
         return sum(len(kv) for kv in self._puts.values()) + len(self._outs)
 
-    def put(self, table: str, partition: int, key: bytes, value: bytes | None) -> None:
-        """Set (or with None, delete) ``key`` of ``table`` in ``partition``."""
+    def put(self, table: str, partition: int, key: bytes, value: Pending) -> None:
+        """Set (or with None, delete) ``key`` of ``table`` in ``partition`` (an :class:`Encodable`
+        value is encoded at the flush)."""
         pending = self._puts.get((table, partition))
         if pending is None:
             pending = self._puts[(table, partition)] = {}
@@ -64,7 +88,7 @@ class PendingWrites:
     def get(self, table: str, partition: int, key: bytes) -> bytes | None:
         pending = self._puts.get((table, partition))
         if pending is not None and key in pending:
-            return pending[key]
+            return encoded(pending[key])
         value = self.db(table, partition).get(key)
         return None if value is None else bytes(value)
 
@@ -72,7 +96,7 @@ class PendingWrites:
         """(True, value) when a write of ``key`` of ``table`` waits in any partition."""
         for (name, _), kv in self._puts.items():
             if name == table and key in kv:
-                return True, kv[key]
+                return True, encoded(kv[key])
         return False, None
 
     def find(self, table: str, key: bytes) -> bytes | None:
@@ -98,37 +122,94 @@ class PendingWrites:
         partition 0, so a re-sent dead letter lands where its first copy did)."""
         self._outs.append((topic, key, value))
 
+    def _land(self) -> _Landed | None:
+        """Take the pending writes: into RocksDB now (reads see them there), records encoded."""
+        puts, outs = self._puts, self._outs
+        self._puts, self._outs = {}, []
+        if not puts and not outs:
+            return None
+        changelogs: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
+        for (table, partition), kv in puts.items():
+            batch = WriteBatch(raw_mode=True)
+            items: list[tuple[bytes | None, bytes | None]] = []
+            for key, pending in kv.items():
+                value = encoded(pending)
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+                items.append((key, value))
+            self.db(table, partition).write(batch)
+            changelogs.append((table, partition, items))
+        return _Landed(changelogs, outs)
+
+    def _queue(self, producer: Any) -> asyncio.Task[list[asyncio.Future[Any]]] | None:
+        """Land the batch and hand it to ``producer`` behind the batches landed before it."""
+        landed = self._land()
+        if landed is None:
+            return None
+        previous = self._handing[-1] if self._handing else None
+        task = asyncio.ensure_future(self._hand(landed, producer, previous))
+        self._handing.append(task)
+        task.add_done_callback(self._handing.remove)
+        return task
+
     async def flush(self, producer: Any) -> list[asyncio.Future[Any]]:
         """Write the pending table values to RocksDB and hand every record to ``producer`` (an
         ``AIOKafkaProducer``) in batches; returns the batches' delivery futures."""
-        async with self._lock:
-            puts, outs = self._puts, self._outs
-            self._puts, self._outs = {}, []
-            for (table, partition), kv in puts.items():
-                batch = WriteBatch(raw_mode=True)
-                for key, value in kv.items():
-                    if value is None:
-                        batch.delete(key)
-                    else:
-                        batch.put(key, value)
-                self.db(table, partition).write(batch)
-            futures: list[asyncio.Future[Any]] = []
-            for (table, partition), kv in puts.items():
-                collection = self.tables[table]
-                topic = collection.changelog_topic.get_topic_name()
-                persist = _persister(collection.data, topic, partition)
-                futures += await _send(producer, topic, partition, list(kv.items()), persist)
-            by_tp: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
-            for topic, out_key, value in outs:
-                partitions = self._partitions.get(topic)
-                if partitions is None:
-                    partitions = self._partitions[topic] = sorted(await producer.partitions_for(topic))
-                hashed = murmur2(out_key) & 0x7FFFFFFF if out_key is not None else 0
-                partition = partitions[hashed % len(partitions)]
-                by_tp.setdefault((topic, partition), []).append((out_key, value))
-            for (topic, partition), records in by_tp.items():
-                futures += await _send(producer, topic, partition, records, None)
-            return futures
+        task = self._queue(producer)
+        return [] if task is None else await task
+
+    async def flush_behind(self, producer: Any) -> list[asyncio.Future[Any]]:
+        """As :meth:`flush`, without waiting for the producer to take the batch: returns one future,
+        done once every record of the batch is delivered.
+
+        The producer takes a topic-partition's next batch only once its previous one has gone out
+        in a request, and sends one request at a time: waiting for that stalled the caller for
+        a round trip to the broker per flush. Batches are still handed over in order; the caller
+        waits only when more than ``MAX_BEHIND`` are not handed over yet."""
+        task = self._queue(producer)
+        if task is None:
+            return []
+        if len(self._handing) > MAX_BEHIND:
+            await asyncio.wait([self._handing[0]])
+        return [asyncio.ensure_future(_all_delivered(task))]
+
+    async def _hand(
+        self, landed: _Landed, producer: Any, previous: asyncio.Task[Any] | None
+    ) -> list[asyncio.Future[Any]]:
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])  # its failure is its own caller's to see
+        futures: list[asyncio.Future[Any]] = []
+        for table, partition, items in landed.changelogs:
+            collection = self.tables[table]
+            topic = collection.changelog_topic.get_topic_name()
+            persist = _persister(collection.data, topic, partition)
+            futures += await _send(producer, topic, partition, items, persist)
+        by_tp: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
+        for topic, out_key, value in landed.outs:
+            partitions = self._partitions.get(topic)
+            if partitions is None:
+                partitions = self._partitions[topic] = sorted(await producer.partitions_for(topic))
+            hashed = murmur2(out_key) & 0x7FFFFFFF if out_key is not None else 0
+            partition = partitions[hashed % len(partitions)]
+            by_tp.setdefault((topic, partition), []).append((out_key, value))
+        for (topic, partition), records in by_tp.items():
+            futures += await _send(producer, topic, partition, records, None)
+        return futures
+
+
+@dataclass
+class _Landed:
+    """A batch written to RocksDB, to hand to the producer: changelog records per (table,
+    partition) and output records."""
+
+    changelogs: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]]
+    outs: list[tuple[str, bytes | None, bytes]]
+
+
+async def _all_delivered(handing: asyncio.Task[list[asyncio.Future[Any]]]) -> None:
+    await asyncio.gather(*await handing)
 
 
 def _persister(store: Any, topic: str, partition: int) -> Callable[[int], None]:

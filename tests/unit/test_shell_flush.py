@@ -74,6 +74,15 @@ def shell_over(
     return shell, lost
 
 
+async def handed_over(producer: HeldProducer) -> None:
+    """Let the shell's flush hand its batch to the producer (it does so behind the stream)."""
+    for _ in range(100):
+        if producer.futures:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the batch was never handed to the producer")
+
+
 def test_events_are_acked_only_after_their_outputs_are_delivered(tmp_path: Path) -> None:
     async def main() -> None:
         producer = HeldProducer()
@@ -82,6 +91,7 @@ def test_events_are_acked_only_after_their_outputs_are_delivered(tmp_path: Path)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
         shell.unacked = ["event-1", "event-2"]
         await shell.flush()
+        await handed_over(producer)
         assert producer.batches and released.acked == []  # handed over, not yet delivered
         for fut in producer.futures:
             fut.set_result(type("Meta", (), {"offset": 0})())
@@ -102,6 +112,7 @@ def test_a_failed_delivery_acks_nothing_and_stops_the_worker(tmp_path: Path) -> 
         shell.emit([Out("decisions", "dev-1", {"decision_id": "dec_1"})])
         shell.unacked = ["event-1"]
         await shell.flush()
+        await handed_over(producer)
         producer.futures[0].set_exception(KafkaTimeoutError())
         await asyncio.gather(*shell.acking)
         assert released.acked == []

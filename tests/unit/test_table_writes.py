@@ -399,3 +399,41 @@ def test_logged_outputs_survive_the_stored_value(tables: Any) -> None:
     assert store.applied_outputs("dev-1", Coords("observations", 0, 7)) == outs
     raw = bytes(tables["devices"].data._db_for_partition(0)[b"dev-1"])
     assert orjson.loads(raw)["log"] == [["observations:0:7", [[o.kind, o.key, o.value] for o in outs]]]
+
+
+class SlowProducer(RecordingProducer):
+    """Takes a batch only once the test lets it (as aiokafka waits for a topic-partition's previous
+    batch to go out in a request)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def send_batch(self, builder: Builder, topic: str, *, partition: int) -> asyncio.Future[Meta]:
+        await self.gate.wait()
+        return await super().send_batch(builder, topic, partition=partition)
+
+
+def test_flushing_behind_does_not_wait_for_the_producer_and_keeps_the_batches_order(tables: Any) -> None:
+    writes = PendingWrites({"seen": tables["seen"]}, RocksStores())
+
+    async def main() -> SlowProducer:
+        producer = SlowProducer()
+        delivered = []
+        for i in range(3):
+            writes.put("seen", 0, b"k", f"v{i}".encode())
+            delivered += await writes.flush_behind(producer)
+            # in RocksDB at once (reads see it), though the producer has taken nothing yet
+            assert bytes(tables["seen"].data._db_for_partition(0)[b"k"]) == f"v{i}".encode()
+        assert producer.batches == [] and not any(d.done() for d in delivered)
+        producer.gate.set()
+        await asyncio.gather(*delivered)
+        return producer
+
+    producer = run(main())
+    assert [records for _, _, records in producer.batches] == [
+        [(b"k", b"v0")],
+        [(b"k", b"v1")],
+        [(b"k", b"v2")],
+    ]
+    assert tables["seen"].data.persisted == {("app-seen-changelog", 0): 2}

@@ -25,7 +25,7 @@ from guardian.settings import Settings, SettingsError
 from streams import faust_seam
 from streams.health import Readiness
 from streams.metrics import GuardianMetrics
-from tests.unit.test_shell_flush import Acked, HeldProducer, shell_over
+from tests.unit.test_shell_flush import Acked, HeldProducer, handed_over, shell_over
 from topics.envelope import Out
 
 # -- readiness ------------------------------------------------------------------------------------
@@ -203,6 +203,7 @@ def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path
         )
         shell.unacked = ["m1", "m2"]
         await shell.flush()
+        await handed_over(producer)
         assert scrape(metrics).get(("guardian_input_records_total", (("topic", "observations"),))) is None
         for fut in producer.futures:
             fut.set_result(SimpleNamespace(offset=0))

@@ -1,0 +1,127 @@
+"""Where the slowest probes of the latency part spent their time (the worker's latency trace).
+
+The worker writes one line per dispatch (``streams.metrics.LatencyTrace``), plus its garbage
+collector pauses and event-loop stalls; the bench knows when each probe was sent and when its
+dispatch arrived. Joined, each probe's trigger -> dispatch time splits into stages:
+
+- ``fetch``: sent -> handed to the pipeline's inbox by faust's conductor (producer, broker, fetch,
+  flow control);
+- ``inbox``: in the inbox until the pipeline took it (the pipeline busy with an earlier batch);
+- ``merge``: taken -> handled by the core (the timestamp merge's hold, earlier records first);
+- ``batch``: handled -> its batch's flush started (the rest of the batch processed);
+- ``flush``: encoding, RocksDB writes and handing the batch to the producer;
+- ``deliver``: handed to the producer -> Kafka acknowledged the whole batch;
+- ``read``: acknowledged -> the bench's consumer read the dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+STAGES = ("fetch", "inbox", "merge", "batch", "flush", "deliver", "read")
+
+
+def load(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """(trigger event id -> dispatch entry, pauses [gc and loop lag])."""
+    dispatches: dict[str, dict[str, Any]] = {}
+    pauses: list[dict[str, Any]] = []
+    if not path.exists():
+        return dispatches, pauses
+    for line in path.read_bytes().splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a line cut by the worker's stop
+        if entry.get("kind") == "dispatch" and isinstance(entry.get("trigger"), str):
+            dispatches.setdefault(entry["trigger"], entry)
+        elif entry.get("kind") in ("gc", "lag"):
+            pauses.append(entry)
+    return dispatches, pauses
+
+
+def stages(sent: float, arrived: float, entry: dict[str, Any]) -> dict[str, float]:
+    """Milliseconds per stage of one probe."""
+    marks = [
+        sent,
+        entry["recv"],
+        entry["pushed"],
+        entry["handled"],
+        entry["flush"],
+        entry["sent"],
+        entry["acked"],
+        arrived,
+    ]
+    return {name: round((b - a) * 1000, 1) for name, a, b in zip(STAGES, marks[:-1], marks[1:], strict=True)}
+
+
+def slowest(
+    sent_at: dict[str, float],
+    arrived: dict[str, float],
+    trace: Path,
+    n: int = 10,
+) -> dict[str, Any]:
+    """The ``n`` slowest probes with their stages and the pauses during them, and the stages'
+    totals over every traced probe (``share_*``: each stage's part of the summed latency)."""
+    dispatches, pauses = load(trace)
+    rows: list[dict[str, Any]] = []
+    for event_id, t in sent_at.items():
+        if event_id not in arrived or event_id not in dispatches:
+            continue
+        entry = dispatches[event_id]
+        row: dict[str, Any] = {
+            "probe": event_id,
+            "ms": round((arrived[event_id] - t) * 1000, 1),
+            "batch_records": entry.get("batch"),
+            **stages(t, arrived[event_id], entry),
+        }
+        row["pauses"] = _during(pauses, t, arrived[event_id])
+        rows.append(row)
+    rows.sort(key=lambda r: r["ms"], reverse=True)
+    totals = {s: sum(r[s] for r in rows) for s in STAGES}
+    whole = sum(totals.values()) or 1.0
+    top = rows[: max(1, len(rows) // 100)] if rows else []
+    top_totals = {s: sum(r[s] for r in top) for s in STAGES}
+    top_whole = sum(top_totals.values()) or 1.0
+    gc_pauses = [p["s"] * 1000 for p in pauses if p["kind"] == "gc"]
+    lags = [p["s"] * 1000 for p in pauses if p["kind"] == "lag"]
+    return {
+        "traced": len(rows),
+        "slowest": rows[:n],
+        "share_all": {s: round(v / whole, 3) for s, v in totals.items()},
+        "share_slowest_1pct": {s: round(v / top_whole, 3) for s, v in top_totals.items()},
+        "gc_pauses": len(gc_pauses),
+        "gc_pause_max_ms": round(max(gc_pauses), 1) if gc_pauses else 0.0,
+        "loop_stalls": len(lags),
+        "loop_stall_max_ms": round(max(lags), 1) if lags else 0.0,
+    }
+
+
+def _during(pauses: Iterable[dict[str, Any]], start: float, end: float) -> list[str]:
+    out = []
+    for p in pauses:
+        if p["at"] + p["s"] >= start and p["at"] <= end:
+            what = f"gc{p.get('generation')}" if p["kind"] == "gc" else "loop stall"
+            out.append(f"{what} {p['s'] * 1000:.0f} ms")
+    return out
+
+
+def describe(result: dict[str, Any]) -> list[str]:
+    """Lines for the bench's output."""
+    lines = [
+        f"latency trace: {result['traced']} probes traced; GC pauses >= 5 ms: {result['gc_pauses']} "
+        f"(max {result['gc_pause_max_ms']} ms), event-loop stalls >= 5 ms: {result['loop_stalls']} "
+        f"(max {result['loop_stall_max_ms']} ms)",
+        "  share of the slowest 1 %: "
+        + ", ".join(f"{s} {v:.0%}" for s, v in result["share_slowest_1pct"].items()),
+        "  share of all probes:     " + ", ".join(f"{s} {v:.0%}" for s, v in result["share_all"].items()),
+        "  slowest probes (ms: " + " / ".join(STAGES) + "):",
+    ]
+    for row in result["slowest"]:
+        parts = " / ".join(f"{row[s]:.0f}" for s in STAGES)
+        extra = f"; during it: {', '.join(row['pauses'])}" if row["pauses"] else ""
+        lines.append(f"    {row['ms']:7.1f} ms = {parts} (batch of {row['batch_records']}){extra}")
+    return lines
