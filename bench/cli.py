@@ -20,7 +20,10 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
    handing them to an inbox drained in batches (the worker's path), before any work;
 5. ``broker``: Kafka's ``ProducerPerformance`` and ``ConsumerPerformance`` on the same broker;
 6. ``core`` and ``gate``: the micro-benchmarks (one core, no Kafka);
-7. ``replay``: ``guardian replay`` over a generated 1 M-record export (:mod:`bench.replay_bench`).
+7. ``replay``: ``guardian replay`` over a generated 1 M-record export (:mod:`bench.replay_bench`);
+8. ``scaleout``: 1, 2, 4 workers (``--workers``) in one group on the same topics
+   (:mod:`bench.scaleout`): aggregate rate, per-worker RSS, the pause a join causes, and every
+   output once.
 
 It prints a summary and writes ``OUT/bench.json`` and ``OUT/bench.svg``.
 """
@@ -37,7 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,13 +65,14 @@ from bench.workload import (
 from guardian.settings import Settings
 from topics.names import TopicNames
 
-PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay")
+PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay", "scaleout")
 #: deadlines of the waiting phases (each says what it waited for when it runs out)
 SETUP_TIMEOUT_S = 600.0
 PIPELINE_TIMEOUT_S = 900.0
 
 TARGETS = {
     "ratio_pipeline_passthrough": (">=", 0.5),
+    "ratio_pipeline_inbox_floor": (">=", 0.6),
     "pipeline_obs_per_s": (">=", 20_000.0),
     "latency_p99_ms": ("<=", 100.0),
     "worker_rss_mb_10k_devices": ("<=", 400.0),
@@ -257,6 +261,7 @@ class Run:
     def pipeline(self) -> kafka_ops.Worker:
         """Measure the worker's throughput; returns the (still running) worker."""
         sizes, names = self.sizes, self.names
+        self.trace_path.unlink(missing_ok=True)  # the workers append to it
         setup = setup_records(names, self.devices, self.t0)
         setup += setup_records(names, self.lat_devices, self.lat_t0)
         self.say(f"setup: {len(setup)} records (plans + security.started) for {sizes.devices} devices")
@@ -288,14 +293,20 @@ class Run:
         worker = self.spawn(kafka_ops.Worker(self.worker_env(), self.out / "worker.log", worker_id="bench"))
         spawned = time.monotonic()
         cpu0 = 0.0
-        profiler = self.profiler(worker.pid, "worker")
+        profiling: list[Any] = []
+
+        def profile_from_now() -> None:  # from its first commit: its start-up is not in the profile
+            profiling.append(self.profiler(worker.pid, "worker"))
+
         try:
-            samples = asyncio.run(self._watch(worker, names.observations, len(records), self.group))
+            samples = asyncio.run(
+                self._watch(worker, names.observations, len(records), self.group, on_first=profile_from_now)
+            )
         except (TimeoutError, RuntimeError):
             worker.stop()
             raise
         finally:
-            self.profiled("pipeline", profiler, "the measured worker")
+            self.profiled("pipeline", profiling[0] if profiling else None, "the measured worker")
         (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
         cpu = kafka_ops.proc_cpu_s(worker.pid) or cpu0
         rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
@@ -326,7 +337,12 @@ class Run:
         return worker
 
     async def _watch(
-        self, worker: kafka_ops.Worker, topic: str, expected: int, group: str
+        self,
+        worker: kafka_ops.Worker,
+        topic: str,
+        expected: int,
+        group: str,
+        on_first: Callable[[], None] | None = None,
     ) -> list[tuple[float, int]]:
         """(time, committed) at every change of the committed total, from the first advance to the end."""
         ends = await kafka_ops.end_offsets(self.bootstrap, [topic], self.partitions)
@@ -344,6 +360,8 @@ class Run:
                 if base is None:
                     base = committed
                 if committed != last and committed > base:
+                    if not samples and on_first is not None:
+                        on_first()
                     samples.append((now, committed))
                     last = committed
                 if committed >= target:
@@ -495,11 +513,18 @@ class Run:
             ]
             log = self.out / f"{mode}-floor.log"
             floor = self.spawn(kafka_ops.Worker(dict(os.environ), log, module_argv=argv))
-            profiler = self.profiler(floor.pid, f"{mode}-floor") if mode == "inbox" else None
+            profiling: list[Any] = []
+
+            def profile_floor(pid: int = floor.pid, name: str = mode, into: list[Any] = profiling) -> None:
+                if name == "inbox":
+                    into.append(self.profiler(pid, f"{name}-floor"))
+
             try:
-                samples = asyncio.run(self._watch(floor, names.observations, expected, group))
+                samples = asyncio.run(
+                    self._watch(floor, names.observations, expected, group, on_first=profile_floor)
+                )
             finally:
-                self.profiled(key, profiler, label)
+                self.profiled(key, profiling[0] if profiling else None, label)
                 floor.stop()
             (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
             rate = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
@@ -527,6 +552,7 @@ class Run:
 def evaluate(results: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, float | None] = {
         "ratio_pipeline_passthrough": results.get("ratio_pipeline_passthrough"),
+        "ratio_pipeline_inbox_floor": results.get("ratio_pipeline_inbox_floor"),
         "pipeline_obs_per_s": results.get("pipeline", {}).get("records_per_s"),
         "latency_p99_ms": results.get("latency", {}).get("p99_ms"),
         "worker_rss_mb_10k_devices": results.get("rss", {}).get("vm_hwm_mb"),
@@ -592,7 +618,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         )
     if "replay" in only:
         _replay_part(results, sizes, quick=bool(args.quick))
-    kafka_parts = only & {"pipeline", "latency", "passthrough", "faust", "broker"}
+    kafka_parts = only & {"pipeline", "latency", "passthrough", "faust", "broker", "scaleout"}
     if kafka_parts:
         with tempfile.TemporaryDirectory(prefix="guardian-bench-") as tmpdir:
             tmp = Path(tmpdir)
@@ -681,6 +707,11 @@ def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
         run.faust_floor()
     if "broker" in parts:
         run.broker()
+    if "scaleout" in parts:
+        from bench.scaleout import run_scaleout
+
+        counts = [int(n) for n in str(getattr(args, "workers", None) or "1,2,4").split(",")]
+        run.results["scaleout"] = run_scaleout(run, counts)
 
 
 def print_summary(results: dict[str, Any]) -> None:
@@ -706,3 +737,29 @@ def print_summary(results: dict[str, Any]) -> None:
             share = results.get(f"ratio_pipeline_{floor}")
             of_floor = f" (pipeline = {share:.2f} of it)" if share else ""
             print(f"  {label} (only acks) {rate:,.0f} rec/s{of_floor}")
+    pipe = results.get("pipeline")
+    if pipe and pipe.get("records_per_s"):
+        rss = results.get("rss", {})
+        print(
+            f"  pipeline {pipe['records_per_s']:,.0f} obs/s ({pipe['devices']:,} devices, "
+            f"{pipe['partitions']} partitions), worker peak RSS {rss.get('vm_hwm_mb', 0):.0f} MB"
+        )
+    lat = results.get("latency")
+    if lat and lat.get("p99_ms") is not None:
+        print(
+            f"  trigger->dispatch at {lat['background_rate_achieved']:,.0f} obs/s: "
+            f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+            f"p99.9 {lat['p999_ms']:.1f} ms, max {lat['max_ms']:.1f} ms "
+            f"({lat['matched']}/{lat['probes']} probes)"
+        )
+    for n, res in (results.get("scaleout") or {}).items():
+        print(
+            f"  scale-out {n} worker(s): {res['records_per_s']:,.0f} rec/s aggregate, "
+            f"{res['steady_records_per_s']:,.0f} after the last pause, "
+            f"pause {res['rebalance_pause_s']:.1f} s, "
+            f"RSS {'/'.join(f'{r:.0f}' for r in res['rss_mb'])} MB, {res['missing']} missing, "
+            f"{res['unexpected']} unexpected, {res['duplicates']} extra copies"
+        )
+    for part in ("core", "gate"):
+        if part in results:
+            print(f"  {part} micro-benchmark {results[part]['median_us']:.1f} µs median")

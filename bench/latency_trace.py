@@ -101,12 +101,15 @@ def slowest(
 
 
 def _during(pauses: Iterable[dict[str, Any]], start: float, end: float) -> list[str]:
-    out = []
+    """The GC pauses and event-loop stalls within ``start``..``end``, summed by kind."""
+    found: dict[str, list[float]] = {}
     for p in pauses:
         if p["at"] + p["s"] >= start and p["at"] <= end:
-            what = f"gc{p.get('generation')}" if p["kind"] == "gc" else "loop stall"
-            out.append(f"{what} {p['s'] * 1000:.0f} ms")
-    return out
+            what = f"gen{p.get('generation')} GC" if p["kind"] == "gc" else "loop stall"
+            found.setdefault(what, []).append(p["s"] * 1000)
+    return [
+        f"{len(v)} {what} (sum {sum(v):.0f} ms, longest {max(v):.0f} ms)" for what, v in sorted(found.items())
+    ]
 
 
 def describe(result: dict[str, Any]) -> list[str]:

@@ -53,7 +53,17 @@ EXPORT_TOPICS = (
     "timeline",
     "deadletter",
 )
-BENCH_PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay")
+BENCH_PARTS = (
+    "pipeline",
+    "latency",
+    "passthrough",
+    "faust",
+    "broker",
+    "core",
+    "gate",
+    "replay",
+    "scaleout",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,6 +139,13 @@ def _csv_of(allowed: Sequence[str]) -> Callable[[str], object]:
         return ",".join(items)
 
     return _checked("a comma-separated list", check)
+
+
+def _worker_counts(text: str) -> str:
+    counts = [int(s) for s in text.split(",") if s.strip()]
+    if not counts or not all(1 <= n <= 16 for n in counts):
+        raise ValueError(f"{text!r}: worker counts from 1 to 16")
+    return ",".join(str(n) for n in counts)
 
 
 def _scenario(text: str) -> list[str]:
@@ -542,6 +559,13 @@ def build_parser() -> _Parser:
         default=None,
         metavar="R",
         help="steady load of the latency run, observations/s; default: a quarter of the measured maximum",
+    )
+    bench.add_argument(
+        "--workers",
+        default="1,2,4",
+        type=_checked("a comma-separated list of worker counts (1 to 16)", _worker_counts),
+        metavar="N,…",
+        help="worker counts of the scaleout part, each in one group on the same topics; default: 1,2,4",
     )
     bench.add_argument(
         "--profile",
