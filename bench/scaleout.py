@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
@@ -43,15 +44,29 @@ OUTPUTS = ("decisions", "dispatch", "timeline", "deadletter")
 SCALE_TIMEOUT_S = 900.0
 
 
-async def read_outputs(bootstrap: str, names: TopicNames, partitions: int) -> Counter[bytes]:
-    """Every output record (topic suffix + value, the prefix taken out) -> how many copies."""
+def identity(kind: str, value: dict[str, Any], prefix: str) -> str:
+    """What makes an output record the same output in another run: its ID (decisions, dispatches),
+    its place in a device's story (timeline), its cause and reason (dead letters)."""
+    if kind == "decisions":
+        return f"decision {value.get('decision_id')}"
+    if kind == "dispatch":
+        return f"dispatch {value.get('dispatch_id')}"
+    if kind == "timeline":
+        parts = (value.get(k) for k in ("device_id", "experience_id", "seq", "stage", "ref_id"))
+        return "timeline " + "|".join(map(str, parts))
+    topic = str(value.get("source_topic", "")).removeprefix(prefix)
+    where = (topic, value.get("partition"), value.get("offset"), value.get("reason_code"))
+    return "deadletter " + "|".join(map(str, where))
+
+
+async def read_outputs(bootstrap: str, names: TopicNames, partitions: int) -> Counter[str]:
+    """Every output record's :func:`identity` -> how many copies are on the output topics."""
     topics = [getattr(names, kind) for kind in OUTPUTS]
     ends = await kafka_ops.end_offsets(bootstrap, topics, partitions)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=30_000
     )
-    seen: Counter[bytes] = Counter()
-    prefix = names.prefix.encode()
+    seen: Counter[str] = Counter()
     async with kafka_ops.deadline(f"reading back the outputs {topics}", 300):
         await consumer.start()
         try:
@@ -62,9 +77,9 @@ async def read_outputs(bootstrap: str, names: TopicNames, partitions: int) -> Co
             while left:
                 batch = await consumer.getmany(timeout_ms=500, max_records=10_000)
                 for tp, msgs in batch.items():
-                    suffix = tp.topic[len(names.prefix) :].encode()
+                    kind = tp.topic[len(names.prefix) :]
                     for m in msgs:
-                        seen[suffix + b" " + (m.value or b"").replace(prefix, b"")] += 1
+                        seen[identity(kind, orjson.loads(m.value or b"{}"), names.prefix)] += 1
                     if msgs and msgs[-1].offset + 1 >= ends[(tp.topic, tp.partition)]:
                         left.discard(tp)
         finally:
@@ -79,7 +94,7 @@ def run_scaleout(run: Run, counts: list[int]) -> dict[str, Any]:
     sizes = run.sizes
     devices = device_ids(sizes.devices)
     results: dict[str, Any] = {}
-    baseline: Counter[bytes] | None = None
+    baseline: Counter[str] | None = None
     for n in counts:
         names = TopicNames(f"{run.settings.topic_prefix}scale-{uuid.uuid4().hex[:6]}-w{n}.")
         asyncio.run(create_topics(run.bootstrap, names, run.partitions))
