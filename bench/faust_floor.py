@@ -22,7 +22,7 @@ from typing import Any, cast
 import faust
 
 from streams.agents import restore_log_level
-from streams.app import GuardianApp
+from streams.app import COMMIT_EVERY_NEVER, GuardianApp
 from streams.faust_seam import BatchConductor, new_worker
 
 INBOX_MAX = 10_000
@@ -39,7 +39,7 @@ def floor_app(mode: str, bootstrap: str, topic: str, group: str, partitions: int
         web_enabled=False,
         autodiscover=False,
         consumer_auto_offset_reset="earliest",
-        broker_commit_every=2000,
+        broker_commit_every=COMMIT_EVERY_NEVER,  # as the worker: commits on the timer only
         broker_commit_interval=1.0,
         stream_buffer_maxsize=8192,
         stream_wait_empty=False,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 
 from pipeline.runner import Processed, Processor
 from streams import faust_seam
@@ -509,7 +509,10 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
             suffix = names.suffix_of(tp.topic)
             if suffix not in merge_suffixes or (suffix, tp.partition) in shell.next_offset:
                 continue
-            position = await shell.consumer.position(tp)
+            try:
+                position = await shell.consumer.position(tp)
+            except IllegalStateError:  # revoked since assignment() was read (a rebalance)
+                continue
             if position is not None:
                 shell.next_offset.setdefault((str(suffix), tp.partition), int(position))
 

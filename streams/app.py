@@ -8,6 +8,9 @@ from typing import Any
 from guardian.settings import Settings
 from streams.faust_seam import SeamApp
 
+#: "commit every N acks" set past any count reached between two timer commits
+COMMIT_EVERY_NEVER = 1_000_000_000
+
 
 class GuardianApp(SeamApp):
     """faust's App on the seam's eager transport (``streams.faust_seam``)."""
@@ -54,7 +57,10 @@ def create_app(
         producer_acks=-1,
         producer_linger_ms=10,
         producer_max_batch_size=256 * 1024,
-        broker_commit_every=2000,
+        # offsets are committed by faust's commit timer only (every broker_commit_interval), in a
+        # task of its own: a commit every N acks runs inside faust's fetch loop, which then hands
+        # nothing to the pipeline while the producer is flushed and the coordinator answers
+        broker_commit_every=COMMIT_EVERY_NEVER,
         broker_commit_interval=1.0,
         stream_buffer_maxsize=8192,
         stream_wait_empty=False,
