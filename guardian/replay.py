@@ -776,16 +776,18 @@ def _run_job(
     settings: Settings,
     mode: str,
     model_decider: Decider | None = None,
+    states: bool = True,
 ) -> _JobResult:
-    """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); the
-    network and voice observations it saw go to :func:`_states_file` for the report."""
+    """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
+    ``states``, the network and voice observations it saw go to :func:`_states_file` for the
+    report (without a report they are not looked for: one JSON parse per observation less)."""
     recorded = RecordedDecisions.from_records(share.decisions)
     share.decisions = []
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
         with blocking_model_decider(settings) as model:
-            return _run_job(share, tmp, out_dir, settings, mode, model)
+            return _run_job(share, tmp, out_dir, settings, mode, model, states)
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
     handles = {k: (out_dir / f"{k}.jsonl").open("wb", buffering=1024 * 1024) for k in OUT_KINDS}
@@ -799,7 +801,7 @@ def _run_job(
 
         add_state, close_states = _write_states(_states_file(tmp, out_dir))
         try:
-            engine = ReplayEngine(settings, decider, emit, add_state)
+            engine = ReplayEngine(settings, decider, emit, add_state if states else None)
             with _fewer_collections():
                 engine.feed(share.rows(tmp))
                 engine.finish()
@@ -817,11 +819,11 @@ def _run_job(
     return _JobResult(counts, engine.records)
 
 
-def _run_job_in_process(args: tuple[Path, Path, Path, Settings, str]) -> _JobResult:
-    share_file, tmp, out_dir, settings, mode = args
+def _run_job_in_process(args: tuple[Path, Path, Path, Settings, str, bool]) -> _JobResult:
+    share_file, tmp, out_dir, settings, mode, states = args
     with share_file.open("rb") as fh:
         share: _JobInput = pickle.load(fh)
-    return _run_job(share, tmp, out_dir, settings, mode)
+    return _run_job(share, tmp, out_dir, settings, mode, states=states)
 
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -868,10 +870,10 @@ def replay_files(
             counts = SummaryCounts()
             records = 0
             if jobs == 1:
-                done = _run_job(spool.jobs[0], tmp, out_dir, settings, mode, model_decider)
+                done = _run_job(spool.jobs[0], tmp, out_dir, settings, mode, model_decider, report)
                 counts, records = done.counts, done.records
             else:
-                results = _run_jobs(spool, tmp, settings, mode)
+                results = _run_jobs(spool, tmp, settings, mode, report)
                 for done in results:
                     counts.merge(done.counts)
                     records += done.records
@@ -887,10 +889,10 @@ def replay_files(
     return StreamedReplay(records, summary)
 
 
-def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str) -> list[_JobResult]:
+def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str, states: bool) -> list[_JobResult]:
     """Each job's share pickled to a file (its chunk and the names of its runs), replayed in its
     own process into ``tmp/job-N``."""
-    tasks: list[tuple[Path, Path, Path, Settings, str]] = []
+    tasks: list[tuple[Path, Path, Path, Settings, str, bool]] = []
     for j, share in enumerate(spool.jobs):
         job_dir = tmp / f"job-{j}"
         job_dir.mkdir()
@@ -898,7 +900,7 @@ def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str) -> list[_
         with share_file.open("wb") as fh:
             pickle.dump(share, fh, protocol=pickle.HIGHEST_PROTOCOL)
         spool.jobs[j] = _JobInput()
-        tasks.append((share_file, tmp, job_dir, settings, mode))
+        tasks.append((share_file, tmp, job_dir, settings, mode, states))
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(len(tasks)) as pool:
         return pool.map(_run_job_in_process, tasks)
