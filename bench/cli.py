@@ -378,8 +378,14 @@ class Run:
     # -- latency ---------------------------------------------------------------------------------
     async def latency(self, rate: float) -> dict[str, Any]:
         sizes, names = self.sizes, self.names
+        # a short fetch wait: a partition whose records were just read is fetched again only once
+        # the request in flight for the others returns, which with aiokafka's default (500 ms) and
+        # a few dispatches per second added up to half a second to a probe
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, request_timeout_ms=30_000, enable_auto_commit=False
+            bootstrap_servers=self.bootstrap,
+            request_timeout_ms=30_000,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=10,
         )
         bg = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
         probe = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0, acks="all")
