@@ -111,8 +111,14 @@ def run_scaleout(run: Run, counts: list[int]) -> dict[str, Any]:
             if baseline is None:
                 baseline = Counter(dict.fromkeys(outputs, 1))
             res["outputs"] = sum(outputs.values())
-            res["missing"] = sum(1 for k in baseline if k not in outputs)
-            res["unexpected"] = sum(1 for k in outputs if k not in baseline)
+            missing = sorted(k for k in baseline if k not in outputs)
+            unexpected = sorted(k for k in outputs if k not in baseline)
+            res["missing"], res["unexpected"] = len(missing), len(unexpected)
+            # a few of each, to see what differs (their kinds and IDs)
+            res["missing_examples"], res["unexpected_examples"] = missing[:5], unexpected[:5]
+            res["duplicates_by_kind"] = dict(
+                Counter(k.split(" ", 1)[0] for k, c in outputs.items() for _ in range(c - 1))
+            )
             res["duplicates"] = sum(c - 1 for c in outputs.values())
             results[str(n)] = res
             run.say(
