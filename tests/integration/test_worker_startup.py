@@ -69,7 +69,6 @@ def readiness(worker: WorkerProcess) -> str:
     return f"{status} {body.decode(errors='replace')[:500]}"
 
 
-@pytest.mark.reliability  # a rare start that never processes (about 1 in 80 starts): see the README
 def test_twenty_fresh_workers_each_produce_their_first_output(kafka_bootstrap: str, tmp_path: Path) -> None:
     hung: list[str] = []
     for i in range(FRESH_WORKERS):
