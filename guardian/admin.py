@@ -27,13 +27,19 @@ from aiokafka.errors import KafkaError
 
 from guardian.exitcodes import Exit
 from guardian.settings import Settings
-from topics.names import TopicNames
+from topics.names import INPUT_SUFFIXES, TopicNames
 
 #: the tables of a worker (``tables.faust_tables.define_tables``); faust names each one's changelog
 #: topic ``<app id>-<table>-changelog``, the app id being ``<prefix>worker`` (``streams.app.app_id``)
 TABLE_NAMES = ("devices", "seen", "owners")
 #: the topic configuration of a table changelog (faust's own, for a non-windowed table)
 CHANGELOG_CONFIG = {"cleanup.policy": "compact"}
+#: the topic configuration of an input topic: no deletion by age. An input record's Kafka timestamp
+#: is its receive time, which may be long past when it is written (a bridge uploading what it kept
+#: while offline, a replayed export, a test script); the broker's time-based retention (7 days by
+#: default) judges a segment by those timestamps and deletes such records at its next retention
+#: check, possibly before a worker has read them: the worker then starts past them, ready and idle.
+INPUT_CONFIG = {"retention.ms": "-1"}
 
 #: Kafka error codes (the protocol's numbers)
 TOPIC_ALREADY_EXISTS = 36
@@ -189,7 +195,8 @@ async def create_topics(
     try:
         async with asyncio.timeout(timeout_s):
             async with admin_client(bootstrap) as client:
-                created = await _create(client, wanted, changelogs, partitions, waiting)
+                inputs = frozenset(names.prefix + s for s in INPUT_SUFFIXES)
+                created = await _create(client, wanted, changelogs, partitions, waiting, inputs)
             waiting.update(dict.fromkeys(wanted, "its leaders do not serve it yet"))
             await served(bootstrap, wanted, partitions)
             waiting.clear()
@@ -199,8 +206,22 @@ async def create_topics(
         raise TimeoutError(f"topics not ready on {bootstrap} within {timeout_s:.0f} s: {pending}") from exc
 
 
+def topic_config(topic: str, changelogs: set[str], inputs: frozenset[str]) -> dict[str, str]:
+    """The configuration ``topic`` is created with."""
+    if topic in changelogs:
+        return dict(CHANGELOG_CONFIG)
+    if topic in inputs:
+        return dict(INPUT_CONFIG)
+    return {}
+
+
 async def _create(
-    client: Any, wanted: list[str], changelogs: set[str], partitions: int, waiting: dict[str, str]
+    client: Any,
+    wanted: list[str],
+    changelogs: set[str],
+    partitions: int,
+    waiting: dict[str, str],
+    inputs: frozenset[str] = frozenset(),
 ) -> list[str]:
     existing = await partition_counts(client, wanted)
     _check_counts(existing, partitions)
@@ -213,7 +234,7 @@ async def _create(
                     name=t,
                     num_partitions=partitions,
                     replication_factor=1,
-                    topic_configs=dict(CHANGELOG_CONFIG) if t in changelogs else {},
+                    topic_configs=topic_config(t, changelogs, inputs),
                 )
                 for t in missing
             ],

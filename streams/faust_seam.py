@@ -134,22 +134,6 @@ class EagerConsumer(faust_aiokafka.Consumer):
             return WaitResults([first], [outcome], False)
         return await super().wait_first(outcome, *coros[1:])
 
-    async def seek_to_committed(self) -> Mapping[TP, int]:
-        """Seek every assigned partition to its committed offset, and those of the stream's topics
-        that have none (a new consumer group) to their beginning.
-
-        faust calls this once the tables are recovered (``perform_seek``) to read again what it
-        fetched and dropped while the partitions moved; aiokafka leaves a partition without a
-        committed offset (or with offset 0) where its fetch position stands, so a record fetched
-        and dropped during a new group's first assignment was never read again (a fresh worker
-        then processed nothing)."""
-        committed = await super().seek_to_committed()
-        changelogs = self.app.tables.changelog_topics
-        fresh = [tp for tp, offset in committed.items() if not offset and tp.topic not in changelogs]
-        if fresh:
-            await self._thread.seek_to_beginning(*fresh)
-        return committed
-
 
 class BatchConductor(Conductor):
     """faust's conductor, handing the messages of :meth:`route`'s topics to a sink."""
