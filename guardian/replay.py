@@ -48,8 +48,8 @@ from typing import IO, Any, cast
 
 import orjson
 
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
+from config.exitcodes import Exit
+from config.settings import Settings
 from pipeline.core import Decider, Pipeline
 from pipeline.runner import Processor, ReplayStore
 from report.html import DeviceStateChange, device_state_change

@@ -5,8 +5,8 @@ faust consumes the four input topics and the internal ``control`` topic (all co-
 (``streams.faust_seam.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
 commits). The ``guardian.pipeline`` task drains the inbox in batches: each record goes through the
 per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
-:class:`tables.faust_tables.FaustStore`, whose writes and the outputs collect in
-:class:`tables.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
+:class:`tables.store.faust_tables.FaustStore`, whose writes and the outputs collect in
+:class:`tables.store.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
 the batch is flushed: RocksDB first, then one Kafka batch per changelog and output topic-partition
 on faust's own producer; the batch's messages are acked once all of it is delivered, so an offset
 is never committed ahead of what it caused. A crash replays records whose outputs may already be
@@ -21,7 +21,7 @@ context, durably and in order with the device's records):
 - ``sweep``: prune dedup keys older than the dedup window, one partition at a time.
 
 With an asynchronous decision backend (Gemini), promoted triggers go to
-:class:`supervisor.lanes.Lanes`, which decides per device without blocking the stream and
+:class:`streams.lanes.Lanes`, which decides per device without blocking the stream and
 writes each verdict back as a ``verdict`` record on ``control``.
 """
 
@@ -43,8 +43,8 @@ from streams import faust_seam
 from streams.merge import TimestampMerger
 from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
-from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from tables.state import Trigger
+from tables.store.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from topics.envelope import Coords, Out
 from topics.names import INPUT_SUFFIXES, TopicNames
 
@@ -329,7 +329,7 @@ class PipelineShell:
     def rescan(self) -> int:
         """After table recovery: find the devices of this worker's partitions whose state holds a
         pending debounce change, to confirm when due. (Triggers still waiting for an asynchronous
-        decision are submitted again by ``supervisor.lanes`` on the same recovery.)"""
+        decision are submitted again by ``streams.lanes`` on the same recovery.)"""
         found = 0
         for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
             for key, raw in db.items():

@@ -44,7 +44,7 @@ from google import genai
 from google.genai import errors, types
 from pydantic import BaseModel, Field, ValidationError
 
-from guardian.settings import Settings, SettingsError
+from config.settings import Settings, SettingsError
 from supervisor import rules
 from supervisor.checks import rationale_problem
 from supervisor.context import build_context
@@ -87,7 +87,7 @@ class GeminiOptions:
     deadline_ms: int = 20000
     backoff_ms: int = 500
     backoff_max_ms: int = 4000
-    #: model calls in flight at once, over all devices (``supervisor.lanes``)
+    #: model calls in flight at once, over all devices (``streams.lanes``)
     concurrency: int = 32
     #: how long a lane waits for its verdict to be applied before the device's next decision
     apply_wait_ms: int = 10000

@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import ReplayResult, replay_records
-from guardian.settings import Settings
 from pipeline import ids
 from tests.scenario_scripts import CANARY, air_care_plan, build, hg04b
 from tests.streams import Script

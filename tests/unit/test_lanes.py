@@ -1,4 +1,4 @@
-"""Per-device decision lanes (``supervisor.lanes``) over the real backend and the stub: no
+"""Per-device decision lanes (``streams.lanes``) over the real backend and the stub: no
 head-of-line blocking, trigger order per device, budgets without HTTP calls, crash re-submission,
 and the bounded number of model calls in flight."""
 
@@ -16,11 +16,11 @@ from typing import Any
 import orjson
 import pytest
 
-from guardian.settings import Settings
+from config.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
+from streams.lanes import Lanes, LanesService, attach_lanes, recovered_experiences
 from supervisor.gemini import GeminiBackend, GeminiOptions
-from supervisor.lanes import Lanes, LanesService, attach_lanes, recovered_experiences
 from supervisor.verdict import Verdict
 from tables.state import ExperienceState, Trigger
 from tests.gemini_stub import (

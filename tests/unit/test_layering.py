@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from guardian.settings import Settings
+from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 #: package -> the project packages it may import
@@ -40,7 +40,7 @@ def imported_packages(package: str) -> dict[str, set[str]]:
                 names = [node.module]
             for name in names:
                 top = name.split(".")[0]
-                if top == "guardian" and name != "guardian.settings":
+                if top == "guardian" and name != "config.settings":
                     top = name  # only the settings leaf of the shell may be imported below it
                 if top.split(".")[0] in PROJECT:
                     found.setdefault(str(path.relative_to(ROOT)), set()).add(top)

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import ReplayResult, replay_records
-from guardian.settings import Settings
 from tests.scenario_scripts import CANARY, build, hg12
 from tests.streams import Script
 from topics.records import DeadLetter, Decision, Dispatch, TimelineEntry

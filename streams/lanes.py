@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from mode import Service
 
-from guardian.settings import Settings
+from config.settings import Settings
 from supervisor.gemini import GeminiBackend, GeminiOptions
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger

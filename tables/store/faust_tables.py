@@ -6,7 +6,7 @@ uncommitted records in one value, so a record's effects land atomically; the exp
 under its own key), ``seen`` (the dedup memory, one small key per seen event:
 ``device_id \x1f event_id`` -> receive time). ``owners`` (experience -> device, for
 ``cross_device``) is a global table every worker reads whole; its keys are written in the partition
-of the plan's record. All three are written in batches (``tables.writes``) in the partition of the
+of the plan's record. All three are written in batches (``tables.store.writes``) in the partition of the
 record being processed.
 
 The app is passed in (``define_tables(app)``): this package never imports ``streams``. So is the
@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from tables.state import DeviceState, ExperienceState
-from tables.writes import PendingWrites, StoreAccess
+from tables.store.writes import PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
 
 SEP = "\x1f"
@@ -59,7 +59,7 @@ class GuardianTables:
         return [self.devices, self.seen, self.owners]
 
     def batched(self) -> dict[str, Any]:
-        """The tables written in batches (``tables.writes``), by name: all of them."""
+        """The tables written in batches (``tables.store.writes``), by name: all of them."""
         return {"devices": self.devices, "seen": self.seen, "owners": self.owners}
 
 
@@ -207,7 +207,7 @@ class FaustStore:
     outputs with the same contents. The cache only saves decoding; it is cleared when partitions
     move, since another worker may have changed a partition this one gets back.
 
-    Writes of ``devices`` and ``seen`` go to :class:`tables.writes.PendingWrites` (flushed by the
+    Writes of ``devices`` and ``seen`` go to :class:`tables.store.writes.PendingWrites` (flushed by the
     stream once per batch); ``partition`` is the partition of the record being processed (set by
     the stream around each record; None outside one, where reads look in every partition).
     """
