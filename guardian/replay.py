@@ -50,8 +50,9 @@ import orjson
 
 from config.exitcodes import Exit
 from config.settings import Settings
-from pipeline.core import Decider, Pipeline
+from pipeline.core import Pipeline
 from pipeline.runner import Processor, ReplayStore
+from pipeline.step import Decider
 from report.html import DeviceStateChange, device_state_change
 from supervisor import rules
 from supervisor.checks import recorded_verdict

@@ -214,17 +214,13 @@ class PipelineShell:
         device_id = done.device_id
         if device_id is None:
             return
-        dev = self.store.get_device(device_id)
-        due = dev.next_due_ms() if dev is not None else None
-        if due is None:
+        if done.next_due_ms is None:
             self.pending_confirm.pop(device_id, None)
         else:
-            self.pending_confirm[device_id] = (partition, due)
+            self.pending_confirm[device_id] = (partition, done.next_due_ms)
         if done.queued and self.submit is not None:
-            exp = self.store.get_experience(device_id)
-            etag = exp.etag if exp is not None else 0
             for trigger in done.queued:
-                self.submit(device_id, partition, trigger, etag)
+                self.submit(device_id, partition, trigger, done.etag)
 
     def handle(self, msg: Any) -> None:
         """One consumed message (the current event is already set by the caller)."""
