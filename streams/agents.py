@@ -44,7 +44,7 @@ from streams.merge import TimestampMerger
 from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
 from tables.state import Trigger
-from tables.store.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
+from tables.store.faust_tables import SEP, FaustStore, GuardianTables
 from topics.envelope import Coords, Out
 from topics.names import INPUT_SUFFIXES, TopicNames
 
@@ -327,23 +327,9 @@ class PipelineShell:
         pending debounce change, to confirm when due. (Triggers still waiting for an asynchronous
         decision are submitted again by ``streams.lanes`` on the same recovery.)"""
         found = 0
-        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
-            for key, raw in db.items():
-                if not is_entry_key(bytes(key)):
-                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
-                try:
-                    device_id = bytes(key).decode()
-                    entry = DeviceEntry.from_json(bytes(raw))
-                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
-                    continue
-                dev = entry.device
-                if dev is None:
-                    continue
-                due = dev.next_due_ms()
-                if due is not None:
-                    self.pending_confirm[device_id] = (int(partition), due)
-                    found += 1
+        for partition, device_id, due in self.store.due_devices():
+            self.pending_confirm[device_id] = (partition, due)
+            found += 1
         return found
 
     def due_confirmations(self, wall_ms: int, idle_s: float = 1.0) -> list[tuple[str, int, int]]:

@@ -16,6 +16,7 @@ access to the stores' per-partition RocksDB databases (:class:`StoreAccess`, whi
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ ROCKSDB_OPTIONS = {
     "block_cache_size": 4 * 1024**2,
 }
 
+
+log = logging.getLogger(__name__)
 
 #: the tables, by name (faust names their changelog topics ``<app id>-<name>-changelog``)
 TABLE_NAMES = ("devices", "seen", "owners")
@@ -311,6 +314,24 @@ class FaustStore:
                 exp = DeviceEntry.from_json(bytes(raw), _plan_in(db)).experience
                 if exp is not None and exp.pending:
                     yield int(partition), exp
+
+    def due_devices(self) -> Iterator[tuple[int, str, int]]:
+        """(partition, device_id, due ms) of every local device with something falling due (a
+        pending debounce change, a precondition deadline): the timer's work after recovery. An
+        unreadable entry is logged and skipped."""
+        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
+            for key, raw in db.items():
+                if not is_entry_key(bytes(key)):
+                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
+                try:
+                    device_id = bytes(key).decode()
+                    entry = DeviceEntry.from_json(bytes(raw))
+                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
+                    continue
+                due = entry.device.next_due_ms() if entry.device is not None else None
+                if due is not None:
+                    yield int(partition), device_id, due
 
     def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
         raw = self._read("seen", f"{device_id}{SEP}{event_id}".encode())
