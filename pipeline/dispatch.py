@@ -11,6 +11,7 @@ from pipeline.step import Step
 from supervisor.presenter import Language, user_question
 from supervisor.verdict import Verdict
 from tables.state import ExperienceState, Trigger
+from topics import steps
 from topics.envelope import Out
 from topics.registry import Registry
 
@@ -84,46 +85,46 @@ def requests_for(
 
 
 def safety_actions(registry: Registry, exp: ExperienceState) -> set[str]:
-    """§7: the compensation of every step the device reported started (any capability, even one
-    outside ``allowed_action_contracts`` or ``NO_GO``) and ``movement.return_to_station``: never
-    refused."""
-    names = {"movement.return_to_station"}
-    if exp.security_started:
-        names.add("security_patrol.stop")
-    for capability, operation in exp.started_steps:
-        comp = compensation(registry, capability, operation)
-        if comp is not None:
-            names.add(f"{capability}.{comp}")
-    return names
+    """§7: the actions never refused for ``exp`` (see :func:`topics.steps.safety_actions`)."""
+    return steps.safety_actions(registry, exp.started_steps, exp.security_started)
 
 
 def check_requests(registry: Registry, exp: ExperienceState, requests: list[dict[str, Any]]) -> str | None:
-    """Why a dispatch may not be published (catalog, allowed_action_contracts), or None."""
+    """Why a dispatch may not be published (catalog, exposure, args, ``depends_on``,
+    allowed_action_contracts, an exclusive resource held twice), or None."""
     allowed = set(exp.plan.get("allowed_action_contracts") or ())
     safe = safety_actions(registry, exp)
     step_ids = {r.get("step_id") for r in requests}
-    cameras = 0
     for r in requests:
-        capability, operation = r.get("capability"), r.get("operation")
-        cap = registry.capabilities.get(str(capability))
-        if cap is None or operation not in cap.operations:
-            return f"{capability}.{operation} is not in the capability catalog"
+        capability, operation = str(r.get("capability")), str(r.get("operation"))
         name = f"{capability}.{operation}"
-        safety = name in safe
-        if cap.exposure == "NO_GO" and not safety:
-            return f"{capability} is never exposed to a planner"
-        missing = [a for a in cap.operations[str(operation)] if a not in (r.get("args") or {})]
-        if missing:
-            return f"{capability}.{operation} misses args {', '.join(missing)}"
+        args = r.get("args") or {}
+        found = steps.step_problem(
+            registry,
+            capability,
+            operation,
+            args,
+            exposures=steps.PLANNER_EXPOSURES,
+            allowed=allowed,
+            safety=safe,
+        )
+        if found is not None:
+            if found.kind == "catalog":
+                return f"{name} is not in the capability catalog"
+            if found.kind == "exposure":
+                return f"{capability} is never exposed to a planner"
+            if found.kind == "args":
+                missing = steps.missing_args(registry, capability, operation, args)
+                return f"{name} misses args {', '.join(missing)}"
+            return found.problem
         for dep in r.get("depends_on") or ():
             if dep not in step_ids:
                 return f"{r.get('step_id')} depends on unknown step {dep}"
-        if name not in allowed and not safety:
-            return f"{name} is outside allowed_action_contracts"
-        if "camera" in cap.resources and operation == "start":
-            cameras += 1
-    if cameras > 1:
-        return "resource_conflict: the dispatch would hold the camera twice"
+    held = steps.exclusive_conflict(
+        registry, ((str(r.get("capability")), str(r.get("operation"))) for r in requests)
+    )
+    if held is not None:
+        return f"resource_conflict: the dispatch would hold the {held} twice"
     return None
 
 
