@@ -36,7 +36,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 import httpx2
 import orjson
@@ -50,7 +50,7 @@ from supervisor.checks import rationale_problem
 from supervisor.context import build_context
 from supervisor.verdict import RATIONALE_MAX, Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
-from topics.records import ID_PATTERN
+from topics.records import ID_PATTERN, DecisionKind
 from topics.registry import Registry, load_registry
 from topics.steps import MODEL_EXPOSURES, exclusive_conflict, safety_actions, step_problem
 
@@ -139,7 +139,7 @@ class ProposedStep(BaseModel):
 class ModelAnswer(BaseModel):
     """What the model must answer (also its ``response_schema``)."""
 
-    decision: Literal["continue", "ask_user", "replan", "abort", "return_to_station", "complete"]
+    decision: DecisionKind
     reason_code: str = Field(pattern=_REASON_RE)
     rationale: str = Field(max_length=1000)
     replan_steps: list[ProposedStep] = Field(default_factory=list, max_length=MAX_REPLAN_STEPS)
