@@ -69,18 +69,11 @@ _MAX_PATHS = 32
 _MAX_PATH_LEN = 200
 _MAX_DETAIL_LEN = 500
 
-_OBS_REQUIRED = (
-    "event_id",
-    "device_id",
-    "type",
-    "source",
-    "observed_at_ms",
-    "freshness_ms",
-    "privacy_class",
-    "facts",
-)
-_OBS_FIELDS = frozenset((*_OBS_REQUIRED, "ttl_ms", "confidence", "requires_cloud_decision", "correlation"))
-_CORRELATION_FIELDS = ("experience_id", "workflow_id", "step_id")
+# the observation's fields come from its model; tests/unit/test_observation_schema.py checks that
+# the fast path, the checked path and the schema paths judge every field as the model does
+_OBS_REQUIRED = tuple(name for name, f in Observation.model_fields.items() if f.is_required())
+_OBS_FIELDS = frozenset(Observation.model_fields)
+_CORRELATION_FIELDS = tuple(Correlation.model_fields)
 _CORRELATION_SET = frozenset(_CORRELATION_FIELDS)
 
 _M = TypeVar("_M", bound=BaseModel)
