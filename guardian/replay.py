@@ -369,17 +369,6 @@ class SummaryCounts:
         }
 
 
-def build_summary(outs: dict[str, list[dict[str, Any]]], mode: str) -> dict[str, Any]:
-    """Counts per output and per drop reason, and each experience's status (§12)."""
-    counts = SummaryCounts()
-    for kind in OUT_KINDS:
-        for value in outs.get(kind, []):
-            counts.add(kind, value)
-    summary = counts.summary(mode)
-    del summary["divergences"]
-    return summary
-
-
 # ----------------------------------------------------------------------------------------------
 # the engine: ordered rows through the processor, outputs handed to a sink
 # ----------------------------------------------------------------------------------------------

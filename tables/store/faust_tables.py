@@ -59,7 +59,8 @@ class GuardianTables:
     access: StoreAccess
 
     def all(self) -> list[Any]:
-        return [self.devices, self.seen, self.owners]
+        """Every table (all of them are written in batches)."""
+        return list(self.batched().values())
 
     def batched(self) -> dict[str, Any]:
         """The tables written in batches (``tables.store.writes``), by name: all of them."""
