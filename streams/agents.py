@@ -513,8 +513,8 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     async def collect_young_only() -> None:
         # The state cache keeps ~10^6 long-lived objects whose replacements keep arriving, so
-        # Python's full collections came every few seconds and each stopped the stream for
-        # 75-100 ms (measured) while finding almost nothing (the states are freed by reference
+        # Python's full collections came every few seconds and each stopped the stream (for how
+        # long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by reference
         # counting). Freezing moves what exists now out of the collector's sight: collections scan
         # only what is newer. Every GC_FULL_EVERY_S everything is collected once (one such pause).
         now = time.monotonic()
@@ -561,7 +561,8 @@ def restore_log_level(root: logging.Logger) -> None:
 
     ``faust.Worker`` adds a spinner handler at DEBUG and lowers the root logger to DEBUG, so every
     ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
-    advances a spinner: over 10% of a busy worker's CPU. The root level goes back to the lowest
+    advances a spinner: a noticeable share of a busy worker's CPU (docs/PERFORMANCE.md). The root
+    level goes back to the lowest
     level of the other handlers (the configured ``--loglevel``); what is logged does not change."""
     levels = [h.level for h in root.handlers if not faust_seam.is_spinner_handler(h) and h.level]
     if levels and root.level < min(levels):
