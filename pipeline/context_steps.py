@@ -1,6 +1,6 @@
 """Device context in the core (docs/CONTRACTS.md §9.1, §9.4): the kept snapshot, plan preconditions with
-``on_unknown``, and ``requires`` on requests. Pure functions over the core's state; the
-the step modules of the core call them through the step context (:class:`pipeline.step.Step`).
+``on_unknown``, and ``requires`` on requests. Pure functions over the core's state; the other
+step modules of the core call them with the step context (:class:`pipeline.step.Step`).
 
 - :func:`apply_snapshot`: per domain, the newest envelope wins (§9.1 ordering).
 - :func:`admit_plan`: a plan's preconditions decide at its receive time: start, ``blocked`` at
