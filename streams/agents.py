@@ -5,8 +5,8 @@ faust consumes the four input topics and the internal ``control`` topic (all co-
 (``streams.faust_seam.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
 commits). The ``guardian.pipeline`` task drains the inbox in batches: each record goes through the
 per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
-:class:`tables.faust_tables.FaustStore`, whose writes and the outputs collect in
-:class:`tables.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
+:class:`tables.store.faust_tables.FaustStore`, whose writes and the outputs collect in
+:class:`tables.store.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
 the batch is flushed: RocksDB first, then one Kafka batch per changelog and output topic-partition
 on faust's own producer; the batch's messages are acked once all of it is delivered, so an offset
 is never committed ahead of what it caused. A crash replays records whose outputs may already be
@@ -21,7 +21,7 @@ context, durably and in order with the device's records):
 - ``sweep``: prune dedup keys older than the dedup window, one partition at a time.
 
 With an asynchronous decision backend (Gemini), promoted triggers go to
-:class:`supervisor.lanes.Lanes`, which decides per device without blocking the stream and
+:class:`streams.lanes.Lanes`, which decides per device without blocking the stream and
 writes each verdict back as a ``verdict`` record on ``control``.
 """
 
@@ -43,8 +43,8 @@ from streams import faust_seam
 from streams.merge import TimestampMerger
 from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
-from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from tables.state import Trigger
+from tables.store.faust_tables import SEP, FaustStore, GuardianTables
 from topics.envelope import Coords, Out
 from topics.names import INPUT_SUFFIXES, TopicNames
 
@@ -214,17 +214,13 @@ class PipelineShell:
         device_id = done.device_id
         if device_id is None:
             return
-        dev = self.store.get_device(device_id)
-        due = dev.next_due_ms() if dev is not None else None
-        if due is None:
+        if done.next_due_ms is None:
             self.pending_confirm.pop(device_id, None)
         else:
-            self.pending_confirm[device_id] = (partition, due)
+            self.pending_confirm[device_id] = (partition, done.next_due_ms)
         if done.queued and self.submit is not None:
-            exp = self.store.get_experience(device_id)
-            etag = exp.etag if exp is not None else 0
             for trigger in done.queued:
-                self.submit(device_id, partition, trigger, etag)
+                self.submit(device_id, partition, trigger, done.etag)
 
     def handle(self, msg: Any) -> None:
         """One consumed message (the current event is already set by the caller)."""
@@ -329,25 +325,11 @@ class PipelineShell:
     def rescan(self) -> int:
         """After table recovery: find the devices of this worker's partitions whose state holds a
         pending debounce change, to confirm when due. (Triggers still waiting for an asynchronous
-        decision are submitted again by ``supervisor.lanes`` on the same recovery.)"""
+        decision are submitted again by ``streams.lanes`` on the same recovery.)"""
         found = 0
-        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
-            for key, raw in db.items():
-                if not is_entry_key(bytes(key)):
-                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
-                try:
-                    device_id = bytes(key).decode()
-                    entry = DeviceEntry.from_json(bytes(raw))
-                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
-                    continue
-                dev = entry.device
-                if dev is None:
-                    continue
-                due = dev.next_due_ms()
-                if due is not None:
-                    self.pending_confirm[device_id] = (int(partition), due)
-                    found += 1
+        for partition, device_id, due in self.store.due_devices():
+            self.pending_confirm[device_id] = (partition, due)
+            found += 1
         return found
 
     def due_confirmations(self, wall_ms: int, idle_s: float = 1.0) -> list[tuple[str, int, int]]:
@@ -531,8 +513,8 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     async def collect_young_only() -> None:
         # The state cache keeps ~10^6 long-lived objects whose replacements keep arriving, so
-        # Python's full collections came every few seconds and each stopped the stream for
-        # 75-100 ms (measured) while finding almost nothing (the states are freed by reference
+        # Python's full collections came every few seconds and each stopped the stream (for how
+        # long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by reference
         # counting). Freezing moves what exists now out of the collector's sight: collections scan
         # only what is newer. Every GC_FULL_EVERY_S everything is collected once (one such pause).
         now = time.monotonic()
@@ -579,7 +561,8 @@ def restore_log_level(root: logging.Logger) -> None:
 
     ``faust.Worker`` adds a spinner handler at DEBUG and lowers the root logger to DEBUG, so every
     ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
-    advances a spinner: over 10% of a busy worker's CPU. The root level goes back to the lowest
+    advances a spinner: a noticeable share of a busy worker's CPU (docs/PERFORMANCE.md). The root
+    level goes back to the lowest
     level of the other handlers (the configured ``--loglevel``); what is logged does not change."""
     levels = [h.level for h in root.handlers if not faust_seam.is_spinner_handler(h) and h.level]
     if levels and root.level < min(levels):

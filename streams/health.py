@@ -4,7 +4,7 @@ A worker is *ready* when it has a partition assignment, faust's table recovery f
 is complete, the stream flows (faust suspends it during a rebalance) and the producer runs.
 :class:`Readiness` also watches start-up and every rebalance: a worker not ready within
 ``GUARDIAN_READY_TIMEOUT_S`` while its recovery makes no progress says in one log line what is
-missing and stops with exit code 5 (``guardian.exitcodes.Exit.NOT_READY``), so its process
+missing and stops with exit code 5 (``config.exitcodes.Exit.NOT_READY``), so its process
 supervisor restarts it instead of it waiting silently.
 """
 

@@ -21,7 +21,12 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
-from guardian.admin import (
+from config.exitcodes import Exit
+from config.settings import Settings
+from pipeline.core import Pipeline
+from pipeline.runner import Processor
+from streams import faust_seam, health
+from streams.admin import (
     PartitionMismatch,
     TopicError,
     TopicsNotReady,
@@ -31,17 +36,12 @@ from guardian.admin import (
     unreachable,
     wait_for_broker,
 )
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
-from pipeline.core import Pipeline
-from pipeline.runner import Processor
-from streams import faust_seam, health
 from streams.agents import PipelineShell, register_agents
 from streams.app import create_app
 from streams.metrics import GuardianMetrics
 from supervisor import rules
-from tables.faust_tables import FaustStore, define_tables
-from tables.writes import PendingWrites
+from tables.store.faust_tables import FaustStore, define_tables
+from tables.store.writes import PendingWrites
 from topics.names import INPUT_SUFFIXES, TopicNames
 from topics.registry import RegistryError, load_registry
 
@@ -88,8 +88,8 @@ def build_worker_app(
         metrics=metrics,
     )
     if settings.supervisor == "gemini":
+        from streams.lanes import attach_lanes
         from supervisor.gemini import GeminiBackend
-        from supervisor.lanes import attach_lanes
 
         lanes = attach_lanes(app, shell, settings)
         if isinstance(lanes.backend, GeminiBackend):

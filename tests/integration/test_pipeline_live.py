@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import InputRecord, ReplayResult, replay_records
-from guardian.settings import Settings
 from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce
 from tests.scenario_scripts import SCENARIOS, build, hg12
 from topics.names import TopicNames

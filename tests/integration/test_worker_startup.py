@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
-from guardian.admin import admin_client, changelog_topics, create_topics, delete_topics, worker_topics
 from guardian.kafka_local import run_sync
+from streams.admin import admin_client, changelog_topics, create_topics, delete_topics, worker_topics
 from tests.conftest import make_guardian_env
 from tests.live import Outputs, WorkerProcess, collect, produce
 from tests.streams import T0, Script

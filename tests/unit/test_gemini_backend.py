@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 import topics.registry as topics_registry
+from config.settings import Settings
 from guardian.replay import replay_records
-from guardian.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor.gemini import GeminiBackend, GeminiConfigError, GeminiOptions

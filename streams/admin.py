@@ -25,11 +25,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
+from config.exitcodes import Exit
+from config.settings import Settings
 from topics.names import INPUT_SUFFIXES, TopicNames
 
-#: the tables of a worker (``tables.faust_tables.define_tables``); faust names each one's changelog
+#: the tables of a worker (``tables.store.faust_tables.define_tables``); faust names each one's changelog
 #: topic ``<app id>-<table>-changelog``, the app id being ``<prefix>worker`` (``streams.app.app_id``)
 TABLE_NAMES = ("devices", "seen", "owners")
 #: the topic configuration of a table changelog (faust's own, for a non-windowed table)

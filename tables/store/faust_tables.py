@@ -6,7 +6,7 @@ uncommitted records in one value, so a record's effects land atomically; the exp
 under its own key), ``seen`` (the dedup memory, one small key per seen event:
 ``device_id \x1f event_id`` -> receive time). ``owners`` (experience -> device, for
 ``cross_device``) is a global table every worker reads whole; its keys are written in the partition
-of the plan's record. All three are written in batches (``tables.writes``) in the partition of the
+of the plan's record. All three are written in batches (``tables.store.writes``) in the partition of the
 record being processed.
 
 The app is passed in (``define_tables(app)``): this package never imports ``streams``. So is the
@@ -16,6 +16,7 @@ access to the stores' per-partition RocksDB databases (:class:`StoreAccess`, whi
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 import orjson
 
 from tables.state import DeviceState, ExperienceState
-from tables.writes import PendingWrites, StoreAccess
+from tables.store.writes import PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
 
 SEP = "\x1f"
@@ -43,6 +44,8 @@ ROCKSDB_OPTIONS = {
 }
 
 
+log = logging.getLogger(__name__)
+
 #: the tables, by name (faust names their changelog topics ``<app id>-<name>-changelog``)
 TABLE_NAMES = ("devices", "seen", "owners")
 
@@ -56,10 +59,11 @@ class GuardianTables:
     access: StoreAccess
 
     def all(self) -> list[Any]:
-        return [self.devices, self.seen, self.owners]
+        """Every table (all of them are written in batches)."""
+        return list(self.batched().values())
 
     def batched(self) -> dict[str, Any]:
-        """The tables written in batches (``tables.writes``), by name: all of them."""
+        """The tables written in batches (``tables.store.writes``), by name: all of them."""
         return {"devices": self.devices, "seen": self.seen, "owners": self.owners}
 
 
@@ -207,7 +211,7 @@ class FaustStore:
     outputs with the same contents. The cache only saves decoding; it is cleared when partitions
     move, since another worker may have changed a partition this one gets back.
 
-    Writes of ``devices`` and ``seen`` go to :class:`tables.writes.PendingWrites` (flushed by the
+    Writes of ``devices`` and ``seen`` go to :class:`tables.store.writes.PendingWrites` (flushed by the
     stream once per batch); ``partition`` is the partition of the record being processed (set by
     the stream around each record; None outside one, where reads look in every partition).
     """
@@ -311,6 +315,24 @@ class FaustStore:
                 exp = DeviceEntry.from_json(bytes(raw), _plan_in(db)).experience
                 if exp is not None and exp.pending:
                     yield int(partition), exp
+
+    def due_devices(self) -> Iterator[tuple[int, str, int]]:
+        """(partition, device_id, due ms) of every local device with something falling due (a
+        pending debounce change, a precondition deadline): the timer's work after recovery. An
+        unreadable entry is logged and skipped."""
+        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
+            for key, raw in db.items():
+                if not is_entry_key(bytes(key)):
+                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
+                try:
+                    device_id = bytes(key).decode()
+                    entry = DeviceEntry.from_json(bytes(raw))
+                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
+                    continue
+                due = entry.device.next_due_ms() if entry.device is not None else None
+                if due is not None:
+                    yield int(partition), device_id, due
 
     def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
         raw = self._read("seen", f"{device_id}{SEP}{event_id}".encode())
