@@ -95,8 +95,12 @@ class PipelineShell:
     merger: TimestampMerger[Any] = field(
         default_factory=lambda: TimestampMerger(INPUT_SUFFIXES, MERGE_MAX_HOLD_S)
     )
-    #: (suffix, partition) -> the next offset this worker will see (last seen + 1, or the fetch position)
+    #: (suffix, partition) -> the next offset this worker will see (the last one given to the merge
+    #: + 1) since the last rebalance
     next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: (suffix, partition) -> where faust's fetch restarted, for those with no record seen yet
+    #: (``learn_positions``)
+    start_offset: dict[tuple[str, int], int] = field(default_factory=dict)
     consumer: Any = None
     sweep_every_s: float = SWEEP_EVERY_S
     tp_factory: Callable[[str, int], Any] | None = None
@@ -110,6 +114,9 @@ class PipelineShell:
     acking: set[asyncio.Task[None]] = field(default_factory=set)
     #: releases a message to faust's consumer (its offset may then be committed)
     ack: Callable[[Any], None] | None = None
+    #: one flush at a time: a flush takes its messages and their writes in the same instant, so it
+    #: acks exactly the records whose effects it sent
+    flushing: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: messages handed over by faust's conductor, not processed yet
     inbox: list[Any] = field(default_factory=list)
     inbox_ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -135,7 +142,38 @@ class PipelineShell:
         if highwater is None:
             return False
         seen = self.next_offset.get((suffix, partition))
+        if seen is None:
+            seen = self.start_offset.get((suffix, partition))
         return seen is not None and seen >= highwater
+
+    async def learn_positions(self) -> None:
+        """Where this worker stands in each input topic-partition it has not seen a record of
+        since the last rebalance: the offset faust's fetch restarts from (its committed offset, or
+        the log's beginning when nothing is committed), kept in ``start_offset``.
+
+        Never the consumer's fetch position: it counts records faust has fetched but the merge has
+        not been given yet (in the inbox, or in the batch the pipeline is working through), and
+        taking it for "seen" let a later record of another topic go before them."""
+        consumer = self.consumer
+        if consumer is None or self.tp_factory is None:
+            return
+        committed = faust_seam.committed_offsets(consumer)
+        for tp in list(consumer.assignment()):
+            suffix = self.names.suffix_of(tp.topic)
+            key = (str(suffix), int(tp.partition))
+            if suffix not in INPUT_SUFFIXES or key in self.next_offset:
+                continue
+            offset = committed.get(tp)
+            if offset is None:  # nothing committed (faust also keeps a committed 0 as None)
+                try:
+                    high = consumer.highwater(tp)
+                except (KeyError, AssertionError, AttributeError):
+                    high = None
+                # an empty log (high watermark 0): nothing to wait for
+                offset = (await consumer.earliest_offsets(tp)).get(tp) if high else 0
+            if offset is not None and key not in self.next_offset:
+                # a lower bound of the next record faust hands over: it only moves up
+                self.start_offset[key] = max(self.start_offset.get(key, 0), int(offset))
 
     def emit(self, outs: list[Out], trigger_received_ms: int | None = None) -> None:
         send = self.store.writes.send
@@ -161,38 +199,48 @@ class PipelineShell:
         return batch
 
     async def flush(self) -> None:
-        """Land the batch (tables and outputs), then ack its messages once Kafka has it all."""
-        messages, self.unacked = self.unacked, []
-        tally, self.tally = self.tally, BatchTally()
+        """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
+
+        The messages and the pending writes are taken together, with no pause between (the writes'
+        own flush takes them before its first await): whatever a rebalance drops meanwhile
+        (``drop_unflushed``) is neither sent nor acked, and is read again."""
         if self.producer is None or self.ack is None:
             raise RuntimeError("the shell has no producer yet")
-        started = time.monotonic()
-        try:
-            futures = await self.store.writes.flush(self.producer())
-        except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
-            await self._lost(exc)
-            raise
+        async with self.flushing:
+            generation = self.generation
+            messages, self.unacked = self.unacked, []
+            tally, self.tally = self.tally, BatchTally()
+            started = time.monotonic()
+            try:
+                futures = await self.store.writes.flush(self.producer())
+            except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
+                await self._lost(exc)
+                raise
         if not futures:
-            self._delivered(messages, tally, started)
+            self._delivered(messages, tally, started, generation)
             return
-        task = asyncio.ensure_future(self._ack_when_delivered(futures, messages, tally, started))
+        task = asyncio.ensure_future(self._ack_when_delivered(futures, messages, tally, started, generation))
         self.acking.add(task)
         task.add_done_callback(self.acking.discard)
 
     async def _ack_when_delivered(
-        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float
+        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float, generation: int
     ) -> None:
         try:
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
             await self._lost(exc)
             return
-        self._delivered(messages, tally, started)
+        self._delivered(messages, tally, started, generation)
 
-    def _delivered(self, messages: list[Any], tally: BatchTally, started: float) -> None:
+    def _delivered(self, messages: list[Any], tally: BatchTally, started: float, generation: int) -> None:
         assert self.ack is not None
-        for message in messages:
-            self.ack(message)
+        if generation == self.generation:
+            for message in messages:
+                self.ack(message)
+        # else: delivered across a rebalance; faust restarts from the committed offsets, so the
+        # records are read again (their outputs come back identical from the state): acking them
+        # now would commit past records this generation has not been given yet
         if self.metrics is not None:
             self.metrics.delivered(tally, len(messages), time.monotonic() - started, time.time())
 
@@ -474,19 +522,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
 
-    async def learn_positions() -> None:
-        # a topic-partition this worker has not seen a record of: its fetch position stands in
-        if shell.consumer is None or shell.tp_factory is None:
-            return
-        for tp in list(shell.consumer.assignment()):
-            suffix = names.suffix_of(tp.topic)
-            if suffix not in merge_suffixes or (suffix, tp.partition) in shell.next_offset:
-                continue
-            position = await shell.consumer.position(tp)
-            if position is not None:
-                shell.next_offset.setdefault((str(suffix), tp.partition), int(position))
-
-    app.timer(0.2, name="guardian.positions")(learn_positions)
+    app.timer(0.2, name="guardian.positions")(shell.learn_positions)
 
     scanned: list[bool] = [False]
 
@@ -514,6 +550,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         shell.merger.drain()
         shell.drop_unflushed()
         shell.next_offset.clear()
+        shell.start_offset.clear()
 
     app.on_partitions_revoked.connect(on_rebalance)
     app.on_partitions_assigned.connect(on_rebalance)
