@@ -40,13 +40,16 @@ from aiokafka.errors import KafkaError
 
 from pipeline.runner import Processed, Processor
 from streams import faust_seam
+from streams.claims import ClaimsReader
 from streams.merge import TimestampMerger
 from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
 from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from tables.state import Trigger
 from topics.envelope import Coords, Out
+from topics.gate import Admitted
 from topics.names import INPUT_SUFFIXES, TopicNames
+from topics.records import ExperiencePlan
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,12 @@ class PipelineShell:
     tally: BatchTally = field(default_factory=BatchTally)
     #: the worker's readiness (``streams.health.Readiness``; None outside a worker)
     readiness: Any = None
+    #: the experience claims (``streams.claims``): a plan goes through the merge only once its
+    #: experience's owner is settled in the claims log (None: no claims, the owner index alone
+    #: decides, e.g. unit tests)
+    claims: ClaimsReader | None = None
+    #: (partition, offset) of a plan in the merge -> its experience (admitted plans only)
+    claimed: dict[tuple[int, int], str] = field(default_factory=dict)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -257,6 +266,45 @@ class PipelineShell:
         self.unacked.clear()
         self.tally = BatchTally()
         self.store.writes.discard()
+
+    def claim(self, msg: Any) -> None:
+        """A plan entering the merge: if the gate admits it and no claim on its experience has been
+        read yet, its claim goes to the claims log now (no wait here), and the plan stays in the
+        merge until a claim on it is read back (:meth:`unsettled`). The merge keeps everything
+        after it in its partition behind it, and nothing popped waits for Kafka."""
+        if self.claims is None:
+            return
+        verdict = self.processor.gate.admit(
+            "plans",
+            msg.key,
+            msg.value,
+            source_topic=msg.topic,
+            partition=int(msg.partition),
+            offset=int(msg.offset),
+            received_at_ms=round(msg.timestamp * 1000),
+        )
+        if not isinstance(verdict, Admitted) or not isinstance(verdict.record, ExperiencePlan):
+            return  # dead-lettered by the core: it claims nothing
+        plan = verdict.record
+        if self.claims.settled(plan.experience_id):
+            return
+        if self.producer is None:
+            raise RuntimeError("the shell has no producer yet")
+        self.claimed[(int(msg.partition), int(msg.offset))] = plan.experience_id
+        self.claims.request(self.producer, plan.experience_id, plan.device_id)
+
+    def unsettled(self, msg: Any) -> bool:
+        """Must this record stay in the merge (a plan whose experience has no settled owner yet)?"""
+        if not self.claimed or self.claims is None:
+            return False
+        key = (int(msg.partition), int(msg.offset))
+        experience_id = self.claimed.get(key)
+        if experience_id is None or self.names.suffix_of(msg.topic) != "plans":
+            return False
+        if not self.claims.settled(experience_id):
+            return True
+        del self.claimed[key]
+        return False
 
     def track(self, done: Processed, partition: int) -> None:
         device_id = done.device_id
@@ -449,7 +497,9 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         # in slices: a merge releasing a long-held backlog at once is flushed as it goes (each
         # slice is popped and processed without a pause, so the merge's order holds)
         while True:
-            ready = shell.merger.pop_ready(shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS)
+            ready = shell.merger.pop_ready(
+                shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
+            )
             for message in ready:
                 run(message)
             if len(shell.unacked) >= FLUSH_RECORDS:
@@ -495,6 +545,8 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
                     assert suffix is not None
                     partition = int(message.partition)
                     shell.next_offset[(suffix, partition)] = int(message.offset) + 1
+                    if suffix == "plans":
+                        shell.claim(message)
                     shell.merger.push(
                         suffix,
                         partition,
@@ -548,6 +600,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         shell.store.clear_cache()
         # held records were never acked: their new owner (or this worker again) re-reads them
         shell.merger.drain()
+        shell.claimed.clear()
         shell.drop_unflushed()
         shell.next_offset.clear()
         shell.start_offset.clear()

@@ -152,3 +152,38 @@ def test_a_batch_delivered_across_a_rebalance_is_read_again_not_acked(tmp_path: 
         assert released.acked == []
 
     asyncio.run(main())
+
+
+def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(tmp_path: Path) -> None:
+    """The claim goes out as the plan enters the merge; until a claim on its experience is read
+    back, the plan and the later records of its partition stay there (no popped record waits for
+    Kafka, so a rebalance meanwhile drops nothing the merge does not drop too)."""
+    from streams.claims import ClaimsReader
+    from tests.streams import Script
+    from tests.unit.test_claims import FakeLog
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        reader = ClaimsReader("unused:9", shell.names.claims)
+        reader.start_end = 0
+        claims_log = FakeLog(reader, delay_s=0.05)
+        shell.claims, shell.producer = reader, lambda: claims_log
+        script = Script(device_id="dev-1", prefix=shell.names.prefix)
+        script.start(experience_id="exp-1")
+        plan = script.records[0]
+        msg = Message(plan.topic, 0, 0, plan.ts)
+        msg.key, msg.value = plan.key, plan.value  # type: ignore[attr-defined]
+        later = Message(shell.names.observations, 0, 0, plan.ts + 10)
+        shell.claim(msg)
+        shell.merger.push("plans", 0, plan.ts, 0, msg, 0.0)
+        shell.merger.push("observations", 0, plan.ts + 10, 0, later, 0.0)
+        caught_up = lambda s, p: True  # noqa: E731 - every topic read to its end
+        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == []
+        await asyncio.sleep(0.01)
+        assert claims_log.records == [(b"exp-1", b"dev-1")]  # written, not read back yet
+        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == []
+        await asyncio.wait_for(asyncio.gather(*reader.tasks), 1)
+        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == [msg, later]
+        assert shell.claimed == {}
+
+    asyncio.run(main())
