@@ -1,8 +1,8 @@
 """Is the worker alive, is it ready, and what does it count: ``/healthz``, ``/ready``, ``/metrics``.
 
 A worker is *ready* when it has a partition assignment, faust's table recovery for that assignment
-is complete, the experience claims log is read to the end it had at start (``streams.claims``),
-the stream flows (faust suspends it during a rebalance) and the producer runs.
+is complete, the experience claims log is read to the end it had at start and no plan's claim is
+late (``streams.claims``), the stream flows (faust suspends it during a rebalance) and the producer runs.
 :class:`Readiness` also watches start-up and every rebalance: a worker not ready within
 ``GUARDIAN_READY_TIMEOUT_S`` while its recovery makes no progress says in one log line what is
 missing and stops with exit code 5 (``guardian.exitcodes.Exit.NOT_READY``), so its process
