@@ -174,12 +174,20 @@ class PipelineShell:
                 continue
             offset = committed.get(tp)
             if offset is None:  # nothing committed (faust also keeps a committed 0 as None)
+                if key in self.start_offset:
+                    continue  # the log's beginning is known already
                 try:
                     high = consumer.highwater(tp)
                 except (KeyError, AssertionError, AttributeError):
-                    high = None
-                # an empty log (high watermark 0): nothing to wait for
-                offset = (await consumer.earliest_offsets(tp)).get(tp) if high else 0
+                    continue  # not fetched yet: not caught up anyway
+                if high is None:
+                    continue
+                try:
+                    # an empty log (high watermark 0): nothing to wait for
+                    offset = (await consumer.earliest_offsets(tp)).get(tp) if high else 0
+                except KafkaError as exc:  # asked again at the next tick; until then not caught up
+                    log.debug("guardian: the beginning of %s is not known yet: %r", tp, exc)
+                    continue
             if offset is not None and key not in self.next_offset:
                 # a lower bound of the next record faust hands over: it only moves up
                 self.start_offset[key] = max(self.start_offset.get(key, 0), int(offset))
