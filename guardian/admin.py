@@ -27,7 +27,7 @@ from aiokafka.errors import KafkaError
 
 from guardian.exitcodes import Exit
 from guardian.settings import Settings
-from topics.names import TopicNames
+from topics.names import CLAIMS_SUFFIX, TopicNames
 
 #: the tables of a worker (``tables.faust_tables.define_tables``); faust names each one's changelog
 #: topic ``<app id>-<table>-changelog``, the app id being ``<prefix>worker`` (``streams.app.app_id``)
@@ -58,9 +58,10 @@ class TopicsNotReady(TimeoutError):
 class PartitionMismatch(TopicError):
     """A topic exists with another partition count than wanted."""
 
-    def __init__(self, topic: str, found: int, wanted: int) -> None:
+    def __init__(self, topic: str, found: int, wanted: int, message: str | None = None) -> None:
         super().__init__(
-            f"topic {topic} exists with {found} partitions, but {wanted} are wanted: set "
+            message
+            or f"topic {topic} exists with {found} partitions, but {wanted} are wanted: set "
             f"GUARDIAN_PARTITIONS={found} (or --partitions {found}), or use another GUARDIAN_TOPIC_PREFIX, "
             "or delete the topic first"
         )
@@ -328,10 +329,13 @@ def _list(waiting: dict[str, str]) -> str:
 def _check_counts(found: dict[str, int], wanted: Mapping[str, int]) -> None:
     for topic, count in found.items():
         if count != wanted[topic]:
-            if wanted[topic] == CLAIMS_PARTITIONS:
-                raise TopicError(
+            if topic.endswith(CLAIMS_SUFFIX):  # no other topic's name ends so
+                raise PartitionMismatch(
+                    topic,
+                    count,
+                    CLAIMS_PARTITIONS,
                     f"topic {topic} (the experience claims) exists with {count} partitions, but it must "
-                    f"have {CLAIMS_PARTITIONS}: delete it and run 'guardian topics create' again"
+                    f"have {CLAIMS_PARTITIONS}: delete it and run 'guardian topics create' again",
                 )
             raise PartitionMismatch(topic, count, wanted[topic])
 

@@ -211,3 +211,18 @@ async def test_a_claim_the_topic_does_not_answer_is_said_once_and_named_by_readi
     log.deliver = True  # the topic answers again
     await asyncio.wait_for(asyncio.gather(*reader.tasks), 2)
     assert reader.claims.owner("exp-9") == "dev-a" and reader.missing() == []
+
+
+def test_the_claims_topic_has_one_partition_whatever_the_others_have() -> None:
+    from guardian.admin import PartitionMismatch, _check_counts, topic_partitions
+    from topics.names import TopicNames
+
+    names = TopicNames("p.")
+    counts = topic_partitions(names, 1)
+    assert counts[names.claims] == 1 and counts[names.plans] == 1
+    with pytest.raises(PartitionMismatch, match=r"p\.plans exists with 4 partitions, but 1 are wanted"):
+        _check_counts({names.plans: 4}, counts)
+    counts = topic_partitions(names, 8)
+    assert counts[names.claims] == 1 and counts[names.plans] == 8
+    with pytest.raises(PartitionMismatch, match=r"p\.claims \(the experience claims\).*must have 1"):
+        _check_counts({names.claims: 8}, counts)
