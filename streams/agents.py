@@ -464,9 +464,13 @@ class PipelineShell:
         mono = time.monotonic()
         for device_id, (partition, at) in self.pending_confirm.items():
             now_ms = self.stream_time.get(partition, 0)
-            # records the merge holds back for this partition are not quiet: its clock waits for them
-            idle = mono - self.last_activity.get(partition, 0.0) >= idle_s and not self.merger.holds(
-                partition
+            # a partition is quiet only when nothing of it waits: no record held back by the merge,
+            # none fetched but not processed yet, none left on the broker (a worker starved of CPU
+            # for a second is not a quiet device: its clock waits for those records)
+            idle = (
+                mono - self.last_activity.get(partition, 0.0) >= idle_s
+                and not self.merger.holds(partition)
+                and all(self.caught_up(suffix, partition) for suffix in INPUT_SUFFIXES)
             )
             if now_ms < at and idle:
                 now_ms = max(now_ms, wall_ms)
