@@ -136,8 +136,8 @@ class PipelineShell:
     #: experience's owner is settled in the claims log (None: no claims, the owner index alone
     #: decides, e.g. unit tests)
     claims: ClaimsReader | None = None
-    #: (partition, offset) of a plan in the merge -> its experience (admitted plans only)
-    claimed: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: (partition, offset) of a plan in the merge -> (its experience, its device) (admitted plans)
+    claimed: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -298,7 +298,7 @@ class PipelineShell:
             return
         if self.producer is None:
             raise RuntimeError("the shell has no producer yet")
-        self.claimed[(int(msg.partition), int(msg.offset))] = plan.experience_id
+        self.claimed[(int(msg.partition), int(msg.offset))] = (plan.experience_id, plan.device_id)
         self.claims.request(self.producer, plan.experience_id, plan.device_id)
 
     def unsettled(self, msg: Any) -> bool:
@@ -306,10 +306,15 @@ class PipelineShell:
         if not self.claimed or self.claims is None:
             return False
         key = (int(msg.partition), int(msg.offset))
-        experience_id = self.claimed.get(key)
-        if experience_id is None or self.names.suffix_of(msg.topic) != "plans":
+        claim = self.claimed.get(key)
+        if claim is None or self.names.suffix_of(msg.topic) != "plans":
             return False
+        experience_id, device_id = claim
         if not self.claims.settled(experience_id):
+            if self.producer is not None:
+                # claimed again if its claim's task ended without settling it (never a plan
+                # waiting on nothing)
+                self.claims.request(self.producer, experience_id, device_id)
             return True
         del self.claimed[key]
         return False
