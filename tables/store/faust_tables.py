@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from tables.claims import ClaimLog
 from tables.state import DeviceState, ExperienceState
 from tables.store.writes import PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
@@ -224,6 +225,8 @@ class FaustStore:
     #: ``"suffix:partition"`` -> the input's committed offset (records before it are never read
     #: again, so their logged outputs can go); None: keep the last ``OUTPUT_LOG``
     committed: Callable[[str], int | None] | None = None
+    #: the claims log read so far (``tables.claims``): its owner, when it has one, is the owner
+    claims: ClaimLog | None = None
 
     def clear_cache(self) -> None:
         self.cache.clear()
@@ -349,6 +352,12 @@ class FaustStore:
         self._write("seen", key, None)
 
     def owner_of(self, experience_id: str) -> str | None:
+        # the claims log decides (the first claim, the same on every worker); the owner index
+        # still answers for experiences the log has no claim for (e.g. from before the log)
+        if self.claims is not None:
+            claimed = self.claims.owner(experience_id)
+            if claimed is not None:
+                return claimed
         # the global table holds every partition locally; an experience's owner is written in the
         # partition of its device's records, so the current one is looked at first (faust's own
         # lookup scans the partitions in turn once its small key index has forgotten the key)

@@ -215,6 +215,34 @@ def test_sigkill_mid_scenario_recovers_from_changelog(
     compare(live, replayed)
 
 
+def test_a_worker_joining_mid_scenario_changes_nothing(
+    kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A second worker joins while the first is busy (a rebalance with batches in flight and
+    records in the merge): every record not yet committed is processed again in order, by whoever
+    owns its partition now, so the outputs are replay's."""
+    names = TopicNames(topic_prefix)
+    t0 = int(time.time() * 1000) - 300_000
+    records, _ = fleet(topic_prefix, t0)
+    replayed = replay_records(records, settings=SETTINGS)
+    half = len(records) // 2
+    first = WorkerProcess(guardian_env, tmp_path / "w1.log", worker_id="w1").start()
+    second: WorkerProcess | None = None
+    try:
+        produce_plans_first(kafka_bootstrap, names, records[:half])
+        second = WorkerProcess(guardian_env, tmp_path / "w2.log", worker_id="w2").start()
+        asyncio.run(produce(kafka_bootstrap, records[half:]))
+        live = asyncio.run(
+            collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=150)
+        )
+        assert first.alive() and second.alive(), first.log_tail() + second.log_tail()
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    compare(live, replayed)
+
+
 def test_poison_records_do_not_stall_the_partition(
     kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
 ) -> None:
