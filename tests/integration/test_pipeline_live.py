@@ -48,9 +48,10 @@ def produce_plans_first(bootstrap: str, names: TopicNames, records: list[InputRe
     gated = {r.key for r in records if r.suffix == "plans" and b'"preconditions"' in (r.value or b"")}
     plans = [r for r in records if r.suffix == "plans" and r.key not in gated]
     started = {orjson.loads(r.value or b"{}").get("experience_id") for r in plans}
-    asyncio.run(produce(bootstrap, plans))
+    asyncio.run(produce(bootstrap, plans, in_order=True))
     asyncio.run(collect(bootstrap, names, lambda o: started <= set(o.statuses()), timeout_s=90, settle_s=0))
-    asyncio.run(produce(bootstrap, [r for r in records if r.suffix != "plans" or r.key in gated]))
+    rest = [r for r in records if r.suffix != "plans" or r.key in gated]
+    asyncio.run(produce(bootstrap, rest, in_order=True))
 
 
 def all_ended(expected: dict[str, str]) -> Any:
@@ -206,7 +207,7 @@ def test_sigkill_mid_scenario_recovers_from_changelog(
     # a new worker with an empty local store: the tables come back from their changelogs
     second = WorkerProcess(guardian_env, tmp_path / "w2.log", worker_id="w2").start()
     try:
-        asyncio.run(produce(kafka_bootstrap, records[half:]))
+        asyncio.run(produce(kafka_bootstrap, records[half:], in_order=True))
         live = asyncio.run(
             collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=150)
         )
@@ -231,7 +232,7 @@ def test_a_worker_joining_mid_scenario_changes_nothing(
     try:
         produce_plans_first(kafka_bootstrap, names, records[:half])
         second = WorkerProcess(guardian_env, tmp_path / "w2.log", worker_id="w2").start()
-        asyncio.run(produce(kafka_bootstrap, records[half:]))
+        asyncio.run(produce(kafka_bootstrap, records[half:], in_order=True))
         live = asyncio.run(
             collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=150)
         )
@@ -258,7 +259,7 @@ def test_poison_records_do_not_stall_the_partition(
     replayed = replay_records(poisoned, settings=SETTINGS)
     worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
     try:
-        asyncio.run(produce(kafka_bootstrap, poisoned))
+        asyncio.run(produce(kafka_bootstrap, poisoned, in_order=True))
         live = asyncio.run(
             collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=90)
         )
