@@ -10,6 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /src
 # only what the package needs (the build context also holds .venv, caches and outputs)
 COPY pyproject.toml README.md ./
+COPY config ./config
 COPY guardian ./guardian
 COPY topics ./topics
 COPY tables ./tables

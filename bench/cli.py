@@ -62,7 +62,7 @@ from bench.workload import (
     setup_end,
     setup_records,
 )
-from guardian.settings import Settings
+from config.settings import Settings
 from topics.names import TopicNames
 
 PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay", "scaleout")
@@ -584,7 +584,7 @@ def evaluate(results: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     """The benchmark; SIGINT and SIGTERM stop it cleanly (workers, topics, a broker it started)."""
-    from guardian.exitcodes import sigterm_as_interrupt
+    from config.exitcodes import sigterm_as_interrupt
 
     with sigterm_as_interrupt():
         return _bench(args, settings)
@@ -632,7 +632,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
                 results["broker_kind"] = kind
                 prefix = f"{settings.topic_prefix}bench-{uuid.uuid4().hex[:8]}."
                 names = TopicNames(prefix)
-                from guardian.admin import create_topics, delete_topics, worker_topics
+                from streams.admin import create_topics, delete_topics, worker_topics
 
                 asyncio.run(create_topics(bootstrap, names, settings.partitions))
                 run = Run(

@@ -74,7 +74,7 @@ _REPLAY = """
 import resource, sys, time, orjson
 from pathlib import Path
 from guardian.replay import replay_files
-from guardian.settings import Settings
+from config.settings import Settings
 t = time.perf_counter()
 done = replay_files([sys.argv[1]], Path(sys.argv[2]), settings=Settings.from_env({}), mode="rules",
                     jobs=int(sys.argv[3]), report=False)

@@ -28,7 +28,7 @@ import orjson
 
 from bench.devtools import DevToolsPipe
 from bench.workload import Rec, device_ids, measured_records, setup_end, setup_records
-from guardian.settings import Settings
+from config.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from report.html import DeviceStateChange, device_state_change, render_report_from_dir

@@ -89,7 +89,7 @@ async def read_outputs(bootstrap: str, names: TopicNames, partitions: int) -> Co
 
 def run_scaleout(run: Run, counts: list[int]) -> dict[str, Any]:
     """Run the part for each worker count in ``counts``; the results by count."""
-    from guardian.admin import create_topics, delete_topics, worker_topics
+    from streams.admin import create_topics, delete_topics, worker_topics
 
     sizes = run.sizes
     devices = device_ids(sizes.devices)

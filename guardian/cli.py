@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
-from guardian.settings import Settings, SettingsError
+from config.settings import Settings, SettingsError
 
 #: Exit status of a usage error (a bad flag or value).
 USAGE = 2
@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
     "kafka down": "guardian.kafka_local:cmd_down",
     "kafka status": "guardian.kafka_local:cmd_status",
     "kafka fetch": "guardian.kafka_local:cmd_fetch",
-    "topics create": "guardian.admin:cmd_topics_create",
+    "topics create": "streams.admin:cmd_topics_create",
     "worker": "streams.worker:cmd_worker",
     "start": "guardian.start:cmd_start",
     "simulate": "simulator.cli:cmd_simulate",

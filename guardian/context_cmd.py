@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
+from config.settings import Settings
 from guardian.replay import InputRecord, ReplayInputError, read_kcat_lines
-from guardian.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules

@@ -33,10 +33,10 @@ from typing import IO, Any
 import orjson
 from aiokafka.errors import KafkaError
 
-from guardian.admin import admin_client, create_topics, delete_topics
-from guardian.exitcodes import Exit, sigterm_as_interrupt
+from config.exitcodes import Exit, sigterm_as_interrupt
+from config.settings import Settings, SettingsError
 from guardian.export import export_topics
-from guardian.settings import Settings, SettingsError
+from streams.admin import admin_client, create_topics, delete_topics
 from topics.names import INPUT_SUFFIXES, TopicNames
 
 BROKER_UP_TIMEOUT_S = 300.0

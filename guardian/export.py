@@ -20,9 +20,9 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from guardian.admin import admin_client, partition_counts, quiet_client_logs, unreachable, wait_for_broker
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
+from config.exitcodes import Exit
+from config.settings import Settings
+from streams.admin import admin_client, partition_counts, quiet_client_logs, unreachable, wait_for_broker
 from topics.names import CONTRACT_SUFFIXES, TopicNames
 
 REQUEST_TIMEOUT_MS = 30_000

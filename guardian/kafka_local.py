@@ -44,8 +44,8 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
+from config.exitcodes import Exit
+from config.settings import Settings
 
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.13"
@@ -645,7 +645,7 @@ class LocalBroker:
             raise
 
     def _await_ready(self, ports: Ports, timeout_s: float, pid: int) -> str:
-        from guardian.admin import probe_broker
+        from streams.admin import probe_broker
 
         address = f"{HOST}:{ports.client}"
         deadline = time.monotonic() + timeout_s
@@ -805,7 +805,7 @@ def _mvn_reason(output: str, code: int) -> str:
 
 
 def _broker(settings: Settings) -> LocalBroker:
-    from guardian.admin import quiet_client_logs
+    from streams.admin import quiet_client_logs
 
     quiet_client_logs()
     return LocalBroker.from_settings(settings)

@@ -48,10 +48,11 @@ from typing import IO, Any, cast
 
 import orjson
 
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
-from pipeline.core import Decider, Pipeline
+from config.exitcodes import Exit
+from config.settings import Settings
+from pipeline.core import Pipeline
 from pipeline.runner import Processor, ReplayStore
+from pipeline.step import Decider
 from report.html import DeviceStateChange, device_state_change
 from supervisor import rules
 from supervisor.checks import recorded_verdict
@@ -366,17 +367,6 @@ class SummaryCounts:
             "experiences": dict(sorted(self.experiences.items())),
             "divergences": self.divergences,
         }
-
-
-def build_summary(outs: dict[str, list[dict[str, Any]]], mode: str) -> dict[str, Any]:
-    """Counts per output and per drop reason, and each experience's status (§12)."""
-    counts = SummaryCounts()
-    for kind in OUT_KINDS:
-        for value in outs.get(kind, []):
-            counts.add(kind, value)
-    summary = counts.summary(mode)
-    del summary["divergences"]
-    return summary
 
 
 # ----------------------------------------------------------------------------------------------

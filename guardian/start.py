@@ -15,9 +15,9 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from guardian.admin import admin_client, partition_counts
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
+from config.exitcodes import Exit
+from config.settings import Settings
+from streams.admin import admin_client, partition_counts
 from topics.gate import Gate, Rejected
 from topics.names import TopicNames
 from topics.plans import DEFAULT_AREA_NAMES, guardian_plan

@@ -1,6 +1,6 @@
 """Device context in the core (docs/CONTRACTS.md §9.1, §9.4): the kept snapshot, plan preconditions with
-``on_unknown``, and ``requires`` on requests. Pure functions over the core's state; the
-:class:`~pipeline.core.Pipeline` calls them from small hooks.
+``on_unknown``, and ``requires`` on requests. Pure functions over the core's state; the other
+step modules of the core call them with the step context (:class:`pipeline.step.Step`).
 
 - :func:`apply_snapshot`: per domain, the newest envelope wins (§9.1 ordering).
 - :func:`admit_plan`: a plan's preconditions decide at its receive time: start, ``blocked`` at
@@ -18,9 +18,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pipeline import ids
+from pipeline import dispatch, ids
+from pipeline.step import Step
 from supervisor.presenter import precondition_question
 from tables.state import DeviceState, ExperienceState
 from topics.conditions import Result as ConditionResult
@@ -28,9 +29,6 @@ from topics.conditions import evaluate
 from topics.context import KeptEnvelope
 from topics.records import DeviceContext
 from topics.registry import SAFETY_OPERATIONS
-
-if TYPE_CHECKING:
-    from pipeline.core import Pipeline, Result
 
 #: How long a plan waits for a fresh snapshot after asking for one (receive-time clock, §9.4).
 REFRESH_DEADLINE_MS = 10_000
@@ -54,12 +52,10 @@ def pending_experience(dev: DeviceState, exp: ExperienceState | None) -> Experie
     return exp
 
 
-def _goal(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int, note: str) -> None:
+def _goal(s: Step, exp: ExperienceState, at_ms: int, note: str) -> None:
     names = ", ".join(exp.area_name(a) or "an area" for a in exp.areas)
     goal_id = exp.plan.get("goal_id")
-    p._timeline(
-        dev,
-        res,
+    s.timeline(
         experience_id=exp.experience_id,
         at_ms=at_ms,
         stage="goal",
@@ -68,42 +64,42 @@ def _goal(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_m
     )
 
 
-def _start(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int, note: str) -> None:
+def _start(s: Step, exp: ExperienceState, at_ms: int, note: str) -> None:
     exp.phase = "active"
-    dev.precondition_due_ms = None
-    _goal(p, dev, exp, res, at_ms, note)
+    s.dev.precondition_due_ms = None
+    _goal(s, exp, at_ms, note)
 
 
-def _block(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int, why: str) -> None:
-    dev.precondition_due_ms = None
-    p._end(dev, exp, res, "blocked", at_ms, why)
+def _block(s: Step, exp: ExperienceState, at_ms: int, why: str) -> None:
+    s.dev.precondition_due_ms = None
+    s.end(exp, "blocked", at_ms, why)
 
 
-def admit_plan(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result, at_ms: int) -> None:
+def admit_plan(s: Step, exp: ExperienceState, at_ms: int) -> None:
     """Start ``exp`` (just admitted) or gate it on its plan's preconditions (§9.4)."""
+    dev = s.dev
     cond = exp.plan.get("preconditions")
     if cond is None:
-        _goal(p, dev, exp, res, at_ms, "")
+        _goal(s, exp, at_ms, "")
         return
     result = evaluate(cond, dev.context, at_ms)
     if result.passes:
-        _goal(p, dev, exp, res, at_ms, f"; preconditions: {result.describe()}")
+        _goal(s, exp, at_ms, f"; preconditions: {result.describe()}")
         return
     if result.state == "KNOWN":
-        _block(p, dev, exp, res, at_ms, f"preconditions: {result.describe()}")
+        _block(s, exp, at_ms, f"preconditions: {result.describe()}")
         return
     on_unknown = exp.plan.get("on_unknown") or "block"
     if on_unknown == "refresh":
         exp.phase = "pending"
         dev.precondition_due_ms = at_ms + REFRESH_DEADLINE_MS
-        p._publish_dispatch(
-            dev,
+        dispatch.publish(
+            s,
             exp,
-            res,
             dispatch_id=ids.context_refresh_dispatch_id(dev.device_id, exp.experience_id),
             decision_id=None,
             trigger_event_id=exp.experience_id,
-            requests=[_request("ctx_refresh", "device_context", "refresh", {})],
+            requests=[dispatch.req("ctx_refresh", "device_context", "refresh", {})],
             tts=None,
             at_ms=at_ms,
             check=False,
@@ -116,42 +112,41 @@ def admit_plan(p: Pipeline, dev: DeviceState, exp: ExperienceState, res: Result,
             dev.context,
             at_ms,
             plan_area_names=exp.plan.get("area_names"),
-            language=p.language,
+            language=s.core.language,
         )
-        p._publish_dispatch(
-            dev,
+        dispatch.publish(
+            s,
             exp,
-            res,
             dispatch_id=ids.precondition_question_dispatch_id(dev.device_id, exp.experience_id),
             decision_id=None,
             trigger_event_id=exp.experience_id,
-            requests=[_request("ctx_ask_user", "voice_content", "speak", {"text": text})],
+            requests=[dispatch.req("ctx_ask_user", "voice_content", "speak", {"text": text})],
             tts=text,
             at_ms=at_ms,
             check=False,
             note=f"preconditions: {result.describe()}; asking the user",
         )
-    _block(p, dev, exp, res, at_ms, f"preconditions: {result.describe()}")
+    _block(s, exp, at_ms, f"preconditions: {result.describe()}")
 
 
-def on_snapshot(p: Pipeline, dev: DeviceState, exp: ExperienceState | None, res: Result, at_ms: int) -> None:
+def on_snapshot(s: Step, exp: ExperienceState | None, at_ms: int) -> None:
     """Evaluate a pending experience's preconditions again on a new snapshot: ``KNOWN true``
     starts it, ``KNOWN false`` blocks it at once; anything else keeps waiting."""
+    dev = s.dev
     pending = pending_experience(dev, exp)
     if pending is None:
         return
     result: ConditionResult = evaluate(pending.plan["preconditions"], dev.context, at_ms)
     if result.passes:
-        _start(p, dev, pending, res, at_ms, f"; preconditions after refresh: {result.describe()}")
+        _start(s, pending, at_ms, f"; preconditions after refresh: {result.describe()}")
     elif result.state == "KNOWN":
-        _block(p, dev, pending, res, at_ms, f"preconditions after refresh: {result.describe()}")
+        _block(s, pending, at_ms, f"preconditions after refresh: {result.describe()}")
 
 
-def deadline_due(
-    p: Pipeline, dev: DeviceState, exp: ExperienceState | None, res: Result, now_ms: int | None
-) -> None:
+def deadline_due(s: Step, exp: ExperienceState | None, now_ms: int | None) -> None:
     """Block a pending experience whose deadline has come at ``now_ms`` (None: end of a replay's
     input, every deadline has come). The end is stamped with the deadline itself."""
+    dev = s.dev
     due = dev.precondition_due_ms
     if due is None or (now_ms is not None and now_ms < due):
         return
@@ -161,32 +156,26 @@ def deadline_due(
         return
     result = evaluate(pending.plan["preconditions"], dev.context, due)
     _block(
-        p,
-        dev,
+        s,
         pending,
-        res,
         due,
         f"preconditions not KNOWN true within {REFRESH_DEADLINE_MS} ms: {result.describe()}",
     )
 
 
-def cancel_pending(
-    p: Pipeline, dev: DeviceState, exp: ExperienceState | None, res: Result, at_ms: int
-) -> bool:
+def cancel_pending(s: Step, exp: ExperienceState | None, at_ms: int) -> bool:
     """A user cancel while the preconditions wait: ``aborted``, nothing to compensate."""
-    pending = pending_experience(dev, exp)
+    pending = pending_experience(s.dev, exp)
     if pending is None:
         return False
-    dev.precondition_due_ms = None
-    p._end(dev, pending, res, "aborted", at_ms, "user cancel while waiting for preconditions")
+    s.dev.precondition_due_ms = None
+    s.end(pending, "aborted", at_ms, "user cancel while waiting for preconditions")
     return True
 
 
 def passing_requests(
-    p: Pipeline,
-    dev: DeviceState,
+    s: Step,
     exp: ExperienceState,
-    res: Result,
     dispatch_id: str,
     requests: list[dict[str, Any]],
     at_ms: int,
@@ -194,10 +183,11 @@ def passing_requests(
     """The requests that may go: a request whose catalog ``requires`` is not ``KNOWN true`` on the
     device's context at ``at_ms`` is left out, and so is every request depending on one left out
     (each with timeline drop ``condition_not_met``). Safety actions always go."""
+    registry, dev = s.core.registry, s.dev
     left_out: set[str] = set()
     kept: list[dict[str, Any]] = []
     compensations = {
-        (name, undo) for name, cap in p.registry.capabilities.items() for undo in cap.compensation.values()
+        (name, undo) for name, cap in registry.capabilities.items() for undo in cap.compensation.values()
     }
     for r in requests:
         step_id = str(r.get("step_id"))
@@ -206,9 +196,7 @@ def passing_requests(
         blocked_by = [d for d in r.get("depends_on") or () if d in left_out]
         if blocked_by:
             left_out.add(step_id)
-            p._drop(
-                dev,
-                res,
+            s.drop(
                 "condition_not_met",
                 dispatch_id,
                 at_ms,
@@ -216,7 +204,7 @@ def passing_requests(
                 experience_id=exp.experience_id,
             )
             continue
-        cap = p.registry.capabilities.get(capability)
+        cap = registry.capabilities.get(capability)
         cond = cap.requires.get(operation) if cap is not None else None
         if cond is None or name in SAFETY_OPERATIONS or (capability, operation) in compensations:
             kept.append(r)
@@ -226,9 +214,7 @@ def passing_requests(
             kept.append(r)
             continue
         left_out.add(step_id)
-        p._drop(
-            dev,
-            res,
+        s.drop(
             "condition_not_met",
             dispatch_id,
             at_ms,
@@ -236,7 +222,3 @@ def passing_requests(
             experience_id=exp.experience_id,
         )
     return kept
-
-
-def _request(step_id: str, capability: str, operation: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"step_id": step_id, "capability": capability, "operation": operation, "args": args}

@@ -11,7 +11,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pipeline.core import Decider, Pipeline, RawRef, Result
+from pipeline.core import Pipeline
+from pipeline.step import Decider, RawRef, Result
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
 from topics.envelope import Coords, Out
@@ -133,11 +134,15 @@ class ReplayStore(MemoryStore):
 
 @dataclass(slots=True)
 class Processed:
-    """What one record produced: outputs, and triggers waiting for an asynchronous decision."""
+    """What one record produced: outputs, triggers waiting for an asynchronous decision (to decide
+    on the experience's ``etag``), and when the device next falls due (``next_due_ms``, for the
+    quiet-device timer)."""
 
     outs: list[Out]
     queued: list[Trigger]
     device_id: str | None
+    next_due_ms: int | None = None
+    etag: int = 0
 
 
 class Processor:
@@ -188,7 +193,7 @@ class Processor:
             ):
                 # the owner index is a table of its own: write it again, it may not have landed
                 store.put_owner(record.experience_id, device_id)
-            return Processed(prior, [], device_id)
+            return _again(store, device_id, prior)
         dev = store.get_device(device_id) or DeviceState(device_id=device_id)
         exp = store.get_experience(device_id)
         res: Result
@@ -244,7 +249,7 @@ class Processor:
         """Apply a verdict reached asynchronously (etag, dedup and budget are checked by the core)."""
         prior = store.applied_outputs(device_id, coords) if coords is not None else None
         if prior is not None:
-            return Processed(prior, [], device_id)
+            return _again(store, device_id, prior)
         dev = store.get_device(device_id)
         if dev is None:
             return Processed([], [], device_id)
@@ -265,7 +270,7 @@ class Processor:
         (timer live, end of input in replay)."""
         prior = store.applied_outputs(device_id, coords) if coords is not None else None
         if prior is not None:
-            return Processed(prior, [], device_id)
+            return _again(store, device_id, prior)
         dev = store.get_device(device_id)
         if dev is None or dev.next_due_ms() is None:
             return Processed([], [], device_id)
@@ -283,7 +288,14 @@ def _store(store: StateStore, dev: DeviceState, res: Result, coords: Coords | No
         store.put_experience(res.experience)
     if coords is not None:
         store.commit(dev.device_id, coords, res.outs)
-    return Processed(res.outs, res.queued, dev.device_id)
+    return Processed(res.outs, res.queued, dev.device_id, res.next_due_ms, res.etag)
+
+
+def _again(store: StateStore, device_id: str, prior: list[Out]) -> Processed:
+    """A re-read record the store already reflects: its logged outputs, and the stored device's
+    next due time (nothing is queued again: a waiting trigger is resubmitted on recovery)."""
+    dev = store.get_device(device_id)
+    return Processed(prior, [], device_id, dev.next_due_ms() if dev is not None else None)
 
 
 def _seen_at(store: StateStore, device_id: str, event_id: str, coords: Coords) -> int | None:

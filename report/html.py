@@ -15,8 +15,8 @@ tables and charts are capped by a page-wide budget, and past ``OPEN_LANES_MAX`` 
 starts collapsed with its body and shared-axis strip carried deflated and base64-encoded (a few
 "lz-K" data blocks); the page's own script inflates a lane and draws it when it is opened (or its
 strip when it scrolls into view on the shared axis). The overview, the filters and the lane list
-with each lane's status, badges and filter values are plain HTML, drawn at once. A 1 M-record
-replay of the bench mix (175 devices) gives a 5 MB page.
+with each lane's status, badges and filter values are plain HTML, drawn at once (page sizes of
+large replays: docs/PERFORMANCE.md).
 
 The writer does not hold the records: it scans each output kind once, keeping per lane its
 aggregates and an 8-byte handle per record (an offset in the JSONL file), then loads, draws and

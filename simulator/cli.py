@@ -12,7 +12,7 @@ from typing import TextIO
 import orjson
 from aiokafka.errors import KafkaError
 
-from guardian.settings import Settings
+from config.settings import Settings
 from simulator.device import TransportError
 from simulator.fleet import Fleet, FleetConfig, FleetReport, format_progress, format_table
 from simulator.scenarios import SCENARIO_IDS

@@ -41,7 +41,3 @@ class SimClock:
 
     async def sleep(self, sim_ms: float) -> None:
         await asyncio.sleep(self.wall_s(sim_ms))
-
-    def lead_ms(self) -> int:
-        """How far simulated time runs ahead of the wall clock now."""
-        return self.now_ms() - int(time.time() * 1000)

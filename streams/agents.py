@@ -5,8 +5,8 @@ faust consumes the four input topics and the internal ``control`` topic (all co-
 (``streams.faust_seam.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
 commits). The ``guardian.pipeline`` task drains the inbox in batches: each record goes through the
 per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
-:class:`tables.faust_tables.FaustStore`, whose writes and the outputs collect in
-:class:`tables.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
+:class:`tables.store.faust_tables.FaustStore`, whose writes and the outputs collect in
+:class:`tables.store.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
 the batch is flushed: RocksDB first, then one Kafka batch per changelog and output topic-partition
 on faust's own producer; the batch's messages are acked once all of it is delivered, so an offset
 is never committed ahead of what it caused. A crash replays records whose outputs may already be
@@ -21,7 +21,7 @@ context, durably and in order with the device's records):
 - ``sweep``: prune dedup keys older than the dedup window, one partition at a time.
 
 With an asynchronous decision backend (Gemini), promoted triggers go to
-:class:`supervisor.lanes.Lanes`, which decides per device without blocking the stream and
+:class:`streams.lanes.Lanes`, which decides per device without blocking the stream and
 writes each verdict back as a ``verdict`` record on ``control``.
 """
 
@@ -36,17 +36,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiokafka.errors import IllegalStateError, KafkaError
+from aiokafka.errors import KafkaError
 
 from pipeline.runner import Processed, Processor
 from streams import faust_seam
+from streams.claims import ClaimsReader
 from streams.merge import TimestampMerger
 from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
-from tables.faust_tables import SEP, DeviceEntry, FaustStore, GuardianTables, is_entry_key
 from tables.state import Trigger
+from tables.store.faust_tables import SEP, FaustStore, GuardianTables
 from topics.envelope import Coords, Out
+from topics.gate import Admitted
 from topics.names import INPUT_SUFFIXES, TopicNames
+from topics.records import ExperiencePlan
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +105,12 @@ class PipelineShell:
     merger: TimestampMerger[Any] = field(
         default_factory=lambda: TimestampMerger(INPUT_SUFFIXES, MERGE_MAX_HOLD_S)
     )
-    #: (suffix, partition) -> the next offset this worker will see (last seen + 1, or the fetch position)
+    #: (suffix, partition) -> the next offset this worker will see (the last one given to the merge
+    #: + 1) since the last rebalance
     next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: (suffix, partition) -> where faust's fetch restarted, for those with no record seen yet
+    #: (``learn_positions``)
+    start_offset: dict[tuple[str, int], int] = field(default_factory=dict)
     consumer: Any = None
     sweep_every_s: float = SWEEP_EVERY_S
     tp_factory: Callable[[str, int], Any] | None = None
@@ -121,6 +128,9 @@ class PipelineShell:
     acking: set[asyncio.Task[None]] = field(default_factory=set)
     #: releases a message to faust's consumer (its offset may then be committed)
     ack: Callable[[Any], None] | None = None
+    #: one flush at a time: a flush takes its messages and their writes in the same instant, so it
+    #: acks exactly the records whose effects it sent
+    flushing: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: messages handed over by faust's conductor, not processed yet
     inbox: list[Any] = field(default_factory=list)
     inbox_ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -133,6 +143,12 @@ class PipelineShell:
     tally: BatchTally = field(default_factory=BatchTally)
     #: the worker's readiness (``streams.health.Readiness``; None outside a worker)
     readiness: Any = None
+    #: the experience claims (``streams.claims``): a plan goes through the merge only once its
+    #: experience's owner is settled in the claims log (None: no claims, the owner index alone
+    #: decides, e.g. unit tests)
+    claims: ClaimsReader | None = None
+    #: (partition, offset) of a plan in the merge -> (its experience, its device) (admitted plans)
+    claimed: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -146,7 +162,46 @@ class PipelineShell:
         if highwater is None:
             return False
         seen = self.next_offset.get((suffix, partition))
+        if seen is None:
+            seen = self.start_offset.get((suffix, partition))
         return seen is not None and seen >= highwater
+
+    async def learn_positions(self) -> None:
+        """Where this worker stands in each input topic-partition it has not seen a record of
+        since the last rebalance: the offset faust's fetch restarts from (its committed offset, or
+        the log's beginning when nothing is committed), kept in ``start_offset``.
+
+        Never the consumer's fetch position: it counts records faust has fetched but the merge has
+        not been given yet (in the inbox, or in the batch the pipeline is working through), and
+        taking it for "seen" let a later record of another topic go before them."""
+        consumer = self.consumer
+        if consumer is None or self.tp_factory is None:
+            return
+        committed = faust_seam.committed_offsets(consumer)
+        for tp in list(consumer.assignment()):
+            suffix = self.names.suffix_of(tp.topic)
+            key = (str(suffix), int(tp.partition))
+            if suffix not in INPUT_SUFFIXES or key in self.next_offset:
+                continue
+            offset = committed.get(tp)
+            if offset is None:  # nothing committed (faust also keeps a committed 0 as None)
+                if key in self.start_offset:
+                    continue  # the log's beginning is known already
+                try:
+                    high = consumer.highwater(tp)
+                except (KeyError, AssertionError, AttributeError):
+                    continue  # not fetched yet: not caught up anyway
+                if high is None:
+                    continue
+                try:
+                    # an empty log (high watermark 0): nothing to wait for
+                    offset = (await consumer.earliest_offsets(tp)).get(tp) if high else 0
+                except KafkaError as exc:  # asked again at the next tick; until then not caught up
+                    log.debug("guardian: the beginning of %s is not known yet: %r", tp, exc)
+                    continue
+            if offset is not None and key not in self.next_offset:
+                # a lower bound of the next record faust hands over: it only moves up
+                self.start_offset[key] = max(self.start_offset.get(key, 0), int(offset))
 
     def emit(self, outs: list[Out], trigger_received_ms: int | None = None) -> None:
         send = self.store.writes.send
@@ -189,23 +244,31 @@ class PipelineShell:
         return batch
 
     async def flush(self) -> None:
-        """Land the batch (tables and outputs), then ack its messages once Kafka has it all."""
-        messages, self.unacked = self.unacked, []
-        tally, self.tally = self.tally, BatchTally()
+        """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
+
+        The messages and the pending writes are taken together, with no pause between (the writes'
+        own flush takes them before its first await): whatever a rebalance drops meanwhile
+        (``drop_unflushed``) is neither sent nor acked, and is read again."""
         if self.producer is None or self.ack is None:
             raise RuntimeError("the shell has no producer yet")
-        started = time.monotonic()
-        flush_at = time.time()
-        try:
-            futures = await self.store.writes.flush_behind(self.producer())
-        except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
-            await self._lost(exc)
-            raise
+        async with self.flushing:
+            generation = self.generation
+            messages, self.unacked = self.unacked, []
+            tally, self.tally = self.tally, BatchTally()
+            started = time.monotonic()
+            flush_at = time.time()
+            try:
+                futures = await self.store.writes.flush_behind(self.producer())
+            except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
+                await self._lost(exc)
+                raise
         tally.sent_at = (flush_at, time.time())
         if not futures:
-            self._delivered(messages, tally, started)
+            self._delivered(messages, tally, started, generation)
         else:
-            task = asyncio.ensure_future(self._ack_when_delivered(futures, messages, tally, started))
+            task = asyncio.ensure_future(
+                self._ack_when_delivered(futures, messages, tally, started, generation)
+            )
             self.acking.add(task)
             task.add_done_callback(self.acking.discard)
         # the event loop's turn: the batch went to the producer without a pause, and a backlog is
@@ -215,19 +278,23 @@ class PipelineShell:
         await asyncio.sleep(0)
 
     async def _ack_when_delivered(
-        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float
+        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float, generation: int
     ) -> None:
         try:
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
             await self._lost(exc)
             return
-        self._delivered(messages, tally, started)
+        self._delivered(messages, tally, started, generation)
 
-    def _delivered(self, messages: list[Any], tally: BatchTally, started: float) -> None:
+    def _delivered(self, messages: list[Any], tally: BatchTally, started: float, generation: int) -> None:
         assert self.ack is not None
-        for message in messages:
-            self.ack(message)
+        if generation == self.generation:
+            for message in messages:
+                self.ack(message)
+        # else: delivered across a rebalance; faust restarts from the committed offsets, so the
+        # records are read again (their outputs come back identical from the state): acking them
+        # now would commit past records this generation has not been given yet
         if self.metrics is not None:
             self.metrics.delivered(tally, len(messages), time.monotonic() - started, time.time())
 
@@ -245,21 +312,61 @@ class PipelineShell:
         self.tally = BatchTally()
         self.store.writes.discard()
 
+    def claim(self, msg: Any) -> None:
+        """A plan entering the merge: if the gate admits it and no claim on its experience has been
+        read yet, its claim goes to the claims log now (no wait here), and the plan stays in the
+        merge until a claim on it is read back (:meth:`unsettled`). The merge keeps everything
+        after it in its partition behind it, and nothing popped waits for Kafka."""
+        if self.claims is None:
+            return
+        verdict = self.processor.gate.admit(
+            "plans",
+            msg.key,
+            msg.value,
+            source_topic=msg.topic,
+            partition=int(msg.partition),
+            offset=int(msg.offset),
+            received_at_ms=round(msg.timestamp * 1000),
+        )
+        if not isinstance(verdict, Admitted) or not isinstance(verdict.record, ExperiencePlan):
+            return  # dead-lettered by the core: it claims nothing
+        plan = verdict.record
+        if self.claims.settled(plan.experience_id):
+            return
+        if self.producer is None:
+            raise RuntimeError("the shell has no producer yet")
+        self.claimed[(int(msg.partition), int(msg.offset))] = (plan.experience_id, plan.device_id)
+        self.claims.request(self.producer, plan.experience_id, plan.device_id)
+
+    def unsettled(self, msg: Any) -> bool:
+        """Must this record stay in the merge (a plan whose experience has no settled owner yet)?"""
+        if not self.claimed or self.claims is None:
+            return False
+        key = (int(msg.partition), int(msg.offset))
+        claim = self.claimed.get(key)
+        if claim is None or self.names.suffix_of(msg.topic) != "plans":
+            return False
+        experience_id, device_id = claim
+        if not self.claims.settled(experience_id):
+            if self.producer is not None:
+                # claimed again if its claim's task ended without settling it (never a plan
+                # waiting on nothing)
+                self.claims.request(self.producer, experience_id, device_id)
+            return True
+        del self.claimed[key]
+        return False
+
     def track(self, done: Processed, partition: int) -> None:
         device_id = done.device_id
         if device_id is None:
             return
-        dev = self.store.get_device(device_id)
-        due = dev.next_due_ms() if dev is not None else None
-        if due is None:
+        if done.next_due_ms is None:
             self.pending_confirm.pop(device_id, None)
         else:
-            self.pending_confirm[device_id] = (partition, due)
+            self.pending_confirm[device_id] = (partition, done.next_due_ms)
         if done.queued and self.submit is not None:
-            exp = self.store.get_experience(device_id)
-            etag = exp.etag if exp is not None else 0
             for trigger in done.queued:
-                self.submit(device_id, partition, trigger, etag)
+                self.submit(device_id, partition, trigger, done.etag)
 
     def handle(self, msg: Any) -> None:
         """One consumed message (the current event is already set by the caller)."""
@@ -366,25 +473,11 @@ class PipelineShell:
     def rescan(self) -> int:
         """After table recovery: find the devices of this worker's partitions whose state holds a
         pending debounce change, to confirm when due. (Triggers still waiting for an asynchronous
-        decision are submitted again by ``supervisor.lanes`` on the same recovery.)"""
+        decision are submitted again by ``streams.lanes`` on the same recovery.)"""
         found = 0
-        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
-            for key, raw in db.items():
-                if not is_entry_key(bytes(key)):
-                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
-                try:
-                    device_id = bytes(key).decode()
-                    entry = DeviceEntry.from_json(bytes(raw))
-                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
-                    continue
-                dev = entry.device
-                if dev is None:
-                    continue
-                due = dev.next_due_ms()
-                if due is not None:
-                    self.pending_confirm[device_id] = (int(partition), due)
-                    found += 1
+        for partition, device_id, due in self.store.due_devices():
+            self.pending_confirm[device_id] = (partition, due)
+            found += 1
         return found
 
     def due_confirmations(self, wall_ms: int, idle_s: float = 1.0) -> list[tuple[str, int, int]]:
@@ -397,9 +490,13 @@ class PipelineShell:
         mono = time.monotonic()
         for device_id, (partition, at) in self.pending_confirm.items():
             now_ms = self.stream_time.get(partition, 0)
-            # records the merge holds back for this partition are not quiet: its clock waits for them
-            idle = mono - self.last_activity.get(partition, 0.0) >= idle_s and not self.merger.holds(
-                partition
+            # a partition is quiet only when nothing of it waits: no record held back by the merge,
+            # none fetched but not processed yet, none left on the broker (a worker starved of CPU
+            # for a second is not a quiet device: its clock waits for those records)
+            idle = (
+                mono - self.last_activity.get(partition, 0.0) >= idle_s
+                and not self.merger.holds(partition)
+                and all(self.caught_up(suffix, partition) for suffix in INPUT_SUFFIXES)
             )
             if now_ms < at and idle:
                 now_ms = max(now_ms, wall_ms)
@@ -438,7 +535,9 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         # in slices: a merge releasing a long-held backlog at once is flushed as it goes (each
         # slice is popped and processed without a pause, so the merge's order holds)
         while True:
-            ready = shell.merger.pop_ready(shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS)
+            ready = shell.merger.pop_ready(
+                shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
+            )
             for message in ready:
                 run(message)
             await shell.take_turns()
@@ -489,6 +588,8 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
                     if shell.metrics is not None and shell.metrics.trace is not None:
                         shell.metrics.trace.pushed(message)
                     shell.next_offset[(suffix, partition)] = int(message.offset) + 1
+                    if suffix == "plans":
+                        shell.claim(message)
                     shell.merger.push(
                         suffix,
                         partition,
@@ -515,22 +616,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
 
-    async def learn_positions() -> None:
-        # a topic-partition this worker has not seen a record of: its fetch position stands in
-        if shell.consumer is None or shell.tp_factory is None:
-            return
-        for tp in list(shell.consumer.assignment()):
-            suffix = names.suffix_of(tp.topic)
-            if suffix not in merge_suffixes or (suffix, tp.partition) in shell.next_offset:
-                continue
-            try:
-                position = await shell.consumer.position(tp)
-            except IllegalStateError:  # revoked since assignment() was read (a rebalance)
-                continue
-            if position is not None:
-                shell.next_offset.setdefault((str(suffix), tp.partition), int(position))
-
-    app.timer(0.2, name="guardian.positions")(learn_positions)
+    app.timer(0.2, name="guardian.positions")(shell.learn_positions)
 
     scanned: list[bool] = [False]
 
@@ -556,8 +642,10 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         shell.store.clear_cache()
         # held records were never acked: their new owner (or this worker again) re-reads them
         shell.merger.drain()
+        shell.claimed.clear()
         shell.drop_unflushed()
         shell.next_offset.clear()
+        shell.start_offset.clear()
 
     app.on_partitions_revoked.connect(on_rebalance)
     app.on_partitions_assigned.connect(on_rebalance)
@@ -575,8 +663,8 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     async def collect_young_only() -> None:
         # The state cache keeps ~10^6 long-lived objects whose replacements keep arriving, so
-        # Python's full collections came every few seconds and each stopped the stream for
-        # 75-100 ms (measured) while finding almost nothing (the states are freed by reference
+        # Python's full collections came every few seconds and each stopped the stream (for how
+        # long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by reference
         # counting). Freezing moves what exists now out of the collector's sight: collections scan
         # only what is newer. Every GC_FULL_EVERY_S everything is collected once (one such pause).
         now = time.monotonic()
@@ -623,7 +711,8 @@ def restore_log_level(root: logging.Logger) -> None:
 
     ``faust.Worker`` adds a spinner handler at DEBUG and lowers the root logger to DEBUG, so every
     ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
-    advances a spinner: over 10% of a busy worker's CPU. The root level goes back to the lowest
+    advances a spinner: a noticeable share of a busy worker's CPU (docs/PERFORMANCE.md). The root
+    level goes back to the lowest
     level of the other handlers (the configured ``--loglevel``); what is logged does not change."""
     levels = [h.level for h in root.handlers if not faust_seam.is_spinner_handler(h) and h.level]
     if levels and root.level < min(levels):

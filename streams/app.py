@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from guardian.settings import Settings
+from config.settings import Settings
 from streams.faust_seam import SeamApp
 
 #: "commit every N acks" set past any count reached between two timer commits
@@ -50,7 +50,7 @@ def create_app(
         topic_replication_factor=1,
         topic_allow_declare=True,
         # no leader-election topic: nothing here runs "on the leader only", and every topic the
-        # worker subscribes to exists before it joins the group (``guardian.admin.create_topics``)
+        # worker subscribes to exists before it joins the group (``streams.admin.create_topics``)
         topic_disable_leader=True,
         autodiscover=False,
         consumer_auto_offset_reset="earliest",

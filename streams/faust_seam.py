@@ -33,21 +33,20 @@ fetching, flow control, acks and commits, the tables and their changelogs):
 
 **Batches for the pipeline's own topics** (:class:`BatchConductor`). faust turns every fetched
 message into an ``Event``, puts it on a channel queue and runs it through a ``Stream`` (sensors,
-current event, acks): on our machines a faust agent that does nothing but ack handles 7,750–9,040
-messages/s. The conductor can instead hand the messages of chosen topics straight to a sink (the
-pipeline's inbox, drained in batches), after faust's flow control and with the message's
-reference taken as faust's own delivery does; the same do-nothing loop then commits about 18,700
-messages/s (``guardian bench``'s floors). The sink acks each message once what it caused is
-delivered.
+current event, acks), which alone bounds a faust agent that does nothing but ack. The conductor can
+instead hand the messages of chosen topics straight to a sink (the pipeline's inbox, drained in
+batches), after faust's flow control and with the message's reference taken as faust's own
+delivery does; the same do-nothing loop then commits about twice as many messages (``guardian
+bench``'s two floors; figures in docs/PERFORMANCE.md). The sink acks each message once what it
+caused is delivered.
 
 **No task per message** (:class:`EagerConsumer`).
 
 For every fetched message faust's consumer runs ``wait_first(callback(message), suspend_flow)``:
 the callback hands the message to the streams' buffers, and the race against ``suspend_flow``
 lets a rebalance abandon a hand-off that is blocked (flow control suspended, a full buffer).
-``mode``'s ``wait_first`` makes four tasks and an ``asyncio.wait`` per call, which on our
-machines was about 40% of a bare faust agent's cost per message (7,500 messages/s without this
-change, 12,000 with it).
+``mode``'s ``wait_first`` makes four tasks and an ``asyncio.wait`` per call, a large part of a
+bare faust agent's cost per message (docs/PERFORMANCE.md).
 
 :class:`EagerConsumer` runs the callback eagerly up to its first suspension: almost always it
 completes right there (the buffer had room) and no task is made; if it does suspend, the started

@@ -1,10 +1,11 @@
 """Is the worker alive, is it ready, and what does it count: ``/healthz``, ``/ready``, ``/metrics``.
 
 A worker is *ready* when it has a partition assignment, faust's table recovery for that assignment
-is complete, the stream flows (faust suspends it during a rebalance) and the producer runs.
+is complete, the experience claims log is read to the end it had at start and no plan's claim is
+late (``streams.claims``), the stream flows (faust suspends it during a rebalance) and the producer runs.
 :class:`Readiness` also watches start-up and every rebalance: a worker not ready within
 ``GUARDIAN_READY_TIMEOUT_S`` while its recovery makes no progress says in one log line what is
-missing and stops with exit code 5 (``guardian.exitcodes.Exit.NOT_READY``), so its process
+missing and stops with exit code 5 (``config.exitcodes.Exit.NOT_READY``), so its process
 supervisor restarts it instead of it waiting silently.
 """
 
@@ -43,6 +44,8 @@ class Readiness:
     last_remaining: int | None = None
     last_progress: float = field(default_factory=time.monotonic)
     gave_up: bool = False
+    #: the claims reader (``streams.claims.ClaimsReader``): not ready until the log is read
+    claims: Any = None
 
     def on_assigned(self) -> None:
         self.assigned = True
@@ -71,6 +74,8 @@ class Readiness:
                 lacking.append(f"table recovery not complete ({left} changelog records to read)")
             elif not app.flow_control.is_active():
                 lacking.append("the stream is suspended (a rebalance is in progress)")
+        if self.claims is not None:
+            lacking.extend(self.claims.missing())
         if not faust_seam.producer_started(app):
             lacking.append("the Kafka producer is not running")
         return lacking

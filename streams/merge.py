@@ -54,12 +54,21 @@ class TimestampMerger(Generic[T]):
         key = (partition, suffix)
         self._held_per_suffix[key] = self._held_per_suffix.get(key, 0) + 1
 
-    def pop_ready(self, caught_up: CaughtUp, now: float, limit: int | None = None) -> list[T]:
-        """The items that can go now (at most ``limit``), in order."""
+    def pop_ready(
+        self,
+        caught_up: CaughtUp,
+        now: float,
+        limit: int | None = None,
+        blocked: Callable[[T], bool] | None = None,
+    ) -> list[T]:
+        """The items that can go now (at most ``limit``), in order. An item ``blocked`` says must
+        wait stays, with everything after it in its partition, however long it has been held."""
         out: list[T] = []
         for partition, heap in self._heaps.items():
             while heap and (limit is None or len(out) < limit):
                 head = heap[0]
+                if blocked is not None and blocked(head.item):
+                    break
                 if now - head.since < self.max_hold_s and not self._safe(partition, head, caught_up):
                     break
                 heapq.heappop(heap)

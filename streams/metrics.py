@@ -147,6 +147,12 @@ class GuardianMetrics:
             buckets=FLUSH_BUCKETS,
             registry=r,
         )
+        self.claim_duration = Histogram(
+            "guardian_experience_claim_duration_seconds",
+            "A new experience's claim: written to the claims topic and read back, before its plan.",
+            buckets=FLUSH_BUCKETS,
+            registry=r,
+        )
         self.ready = Gauge(
             "guardian_ready",
             "1 when the worker is ready (assigned, tables recovered, producer up).",

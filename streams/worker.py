@@ -21,7 +21,12 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
-from guardian.admin import (
+from config.exitcodes import Exit
+from config.settings import Settings
+from pipeline.core import Pipeline
+from pipeline.runner import Processor
+from streams import faust_seam, health
+from streams.admin import (
     PartitionMismatch,
     TopicError,
     TopicsNotReady,
@@ -31,17 +36,13 @@ from guardian.admin import (
     unreachable,
     wait_for_broker,
 )
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
-from pipeline.core import Pipeline
-from pipeline.runner import Processor
-from streams import faust_seam, health
 from streams.agents import PipelineShell, register_agents
 from streams.app import create_app
+from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
 from supervisor import rules
-from tables.faust_tables import FaustStore, define_tables
-from tables.writes import PendingWrites
+from tables.store.faust_tables import FaustStore, define_tables
+from tables.store.writes import PendingWrites
 from topics.names import INPUT_SUFFIXES, TopicNames
 from topics.registry import RegistryError, load_registry
 
@@ -77,19 +78,24 @@ def build_worker_app(
     out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
     control = app.topic(names.control, key_serializer="raw", value_serializer="raw")
     metrics = GuardianMetrics(os.environ)
+    claims = ClaimsReader(bootstrap, names.claims, on_round_trip=metrics.claim_duration.observe)
+    store = FaustStore(tables, PendingWrites(tables.batched(), tables.access))
+    store.claims = claims.claims
     shell = PipelineShell(
         processor=processor,
         names=names,
         tables=tables,
-        store=FaustStore(tables, PendingWrites(tables.batched(), tables.access)),
+        store=store,
         out_topics=out_topics,
         control_topic=control,
         sweep_every_s=settings.dedup_sweep_s,
         metrics=metrics,
+        claims=claims,
     )
+    app.task(claims.run)
     if settings.supervisor == "gemini":
+        from streams.lanes import attach_lanes
         from supervisor.gemini import GeminiBackend
-        from supervisor.lanes import attach_lanes
 
         lanes = attach_lanes(app, shell, settings)
         if isinstance(lanes.backend, GeminiBackend):
@@ -102,6 +108,7 @@ def build_worker_app(
     app.on_partitions_assigned.connect(lambda *_a, **_k: readiness.on_assigned())
     app.on_partitions_revoked.connect(lambda *_a, **_k: readiness.on_revoked())
     health.register(app, readiness, metrics, lambda: input_lag(app, names))
+    readiness.claims = claims
     shell.readiness = readiness
     return app, shell
 

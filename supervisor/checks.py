@@ -14,11 +14,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from supervisor.verdict import DECISIONS, RATIONALE_MAX, Backend, DecisionKind, Verdict
+from supervisor.verdict import RATIONALE_MAX, Verdict
 from tables.state import ExperienceState, Trigger
 from topics.gate import printable
 from topics.hostile import is_forbidden_key
-from topics.records import BACKENDS, ID_PATTERN
+from topics.records import BACKENDS, DECISIONS, ID_PATTERN, Backend, DecisionKind
 
 _ID_RE = re.compile(ID_PATTERN)
 _WORD_RE = re.compile(r"\w+")

@@ -36,7 +36,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 import httpx2
 import orjson
@@ -44,14 +44,15 @@ from google import genai
 from google.genai import errors, types
 from pydantic import BaseModel, Field, ValidationError
 
-from guardian.settings import Settings, SettingsError
+from config.settings import Settings, SettingsError
 from supervisor import rules
 from supervisor.checks import rationale_problem
 from supervisor.context import build_context
 from supervisor.verdict import RATIONALE_MAX, Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
-from topics.records import ID_PATTERN
+from topics.records import ID_PATTERN, DecisionKind
 from topics.registry import Registry, load_registry
+from topics.steps import MODEL_EXPOSURES, exclusive_conflict, safety_actions, step_problem
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class GeminiOptions:
     deadline_ms: int = 20000
     backoff_ms: int = 500
     backoff_max_ms: int = 4000
-    #: model calls in flight at once, over all devices (``supervisor.lanes``)
+    #: model calls in flight at once, over all devices (``streams.lanes``)
     concurrency: int = 32
     #: how long a lane waits for its verdict to be applied before the device's next decision
     apply_wait_ms: int = 10000
@@ -138,7 +139,7 @@ class ProposedStep(BaseModel):
 class ModelAnswer(BaseModel):
     """What the model must answer (also its ``response_schema``)."""
 
-    decision: Literal["continue", "ask_user", "replan", "abort", "return_to_station", "complete"]
+    decision: DecisionKind
     reason_code: str = Field(pattern=_REASON_RE)
     rationale: str = Field(max_length=1000)
     replan_steps: list[ProposedStep] = Field(default_factory=list, max_length=MAX_REPLAN_STEPS)
@@ -175,29 +176,36 @@ def replan_requests(
     Like a plan (§3, §7): catalog capability and operation exposed to a planner (``GO``), in the
     plan's ``allowed_action_contracts`` (or a safety action), required args present and no
     others, areas among the remaining (and kept) areas only, unique step IDs that do not clash
-    with the plan's, ``depends_on`` naming earlier steps, the camera held at most once."""
+    with the plan's, ``depends_on`` naming earlier steps, an exclusive resource (the camera) held
+    at most once. The catalog part is :func:`topics.steps.step_problem`, as for plans and
+    dispatches."""
     allowed = set(exp.plan.get("allowed_action_contracts") or ())
+    safety = safety_actions(registry, exp.started_steps, exp.security_started)
     plan_steps = {s.get("step_id") for s in exp.plan.get("steps") or ()}
     remaining = set(exp.remaining_areas())
     seen: set[str] = set()
-    cameras = 0
     out: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
         where = f"replan step {i + 1}"
         if not _ID_RE.fullmatch(step.step_id) or step.step_id in seen or step.step_id in plan_steps:
             return f"{where}: step_id is not a fresh ID"
-        cap = registry.capabilities.get(step.capability)
-        required = cap.operations.get(step.operation) if cap is not None else None
         name = f"{step.capability}.{step.operation}"
-        if cap is None or required is None:
-            return f"{where}: {name} is not in the capability catalog"[:FALLBACK_REASON_MAX]
-        if cap.exposure != "GO":
-            return f"{where}: {name} is not exposed to a planner"
-        safety = name == "movement.return_to_station" or (
-            name == "security_patrol.stop" and exp.security_started
+        found = step_problem(
+            registry,
+            step.capability,
+            step.operation,
+            None,
+            exposures=MODEL_EXPOSURES,
+            allowed=allowed,
+            safety=safety,
         )
-        if name not in allowed and not safety:
-            return f"{where}: {name} is outside allowed_action_contracts"
+        if found is not None:
+            if found.kind == "catalog":
+                return f"{where}: {name} is not in the capability catalog"[:FALLBACK_REASON_MAX]
+            if found.kind == "exposure":
+                return f"{where}: {name} is not exposed to a planner"
+            return f"{where}: {found.problem}"[:FALLBACK_REASON_MAX]
+        required = registry.capabilities[step.capability].operations[step.operation]
         args: dict[str, Any] = {}
         for arg in required:
             if arg != "area_id" or step.area_id is None:
@@ -213,8 +221,6 @@ def replan_requests(
         for dep in step.depends_on:
             if dep not in seen:
                 return f"{where}: depends_on names no earlier step"
-        if "camera" in cap.resources and step.operation == "start":
-            cameras += 1
         request: dict[str, Any] = {
             "step_id": step.step_id,
             "capability": step.capability,
@@ -225,8 +231,9 @@ def replan_requests(
             request["depends_on"] = list(dict.fromkeys(step.depends_on))
         out.append(request)
         seen.add(step.step_id)
-    if cameras > 1:
-        return "replan: resource_conflict, the camera would be held twice"
+    held = exclusive_conflict(registry, [(step.capability, step.operation) for step in steps])
+    if held is not None:
+        return f"replan: resource_conflict, the {held} would be held twice"
     return out
 
 

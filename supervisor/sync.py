@@ -16,7 +16,7 @@ import asyncio
 import weakref
 from types import TracebackType
 
-from guardian.settings import Settings
+from config.settings import Settings
 from supervisor.gemini import GeminiBackend, GeminiOptions
 from supervisor.verdict import Verdict
 from tables.state import ExperienceState, Trigger

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-DecisionKind = Literal["continue", "ask_user", "replan", "abort", "return_to_station", "complete"]
-Backend = Literal["rules", "gemini", "fallback"]
-DECISIONS: tuple[str, ...] = ("continue", "ask_user", "replan", "abort", "return_to_station", "complete")
+from topics.records import Backend, DecisionKind
 
 RATIONALE_MAX = 200
 

@@ -1,3 +1,3 @@
 """State: the device and experience state models with their JSON form (``tables.state``) and the
 RocksDB-backed faust tables that hold them, co-partitioned by ``device_id``
-(``tables.faust_tables``). Imports ``topics`` only; the faust App is passed in."""
+(``tables.store``). The state model imports ``topics`` only; the store is the one part importing faust."""

@@ -9,7 +9,8 @@ device's records (no repartition):
 - :class:`ExperienceState`: ``experience.state.v1``, the device's current (or last) experience:
   plan, phase, areas, evidence, budgets, the ``state_etag`` and the triggers awaiting a decision.
 
-Deduplication memory is not in here: it is one small key per seen event (see ``tables.keys``).
+Deduplication memory is not in here: it is one small key per seen event (the ``seen`` table of
+``tables.store.faust_tables``).
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ from types import FrameType
 import pytest
 from aiokafka.errors import KafkaError
 
-from guardian.admin import create_topics, delete_topics, wait_for_broker, worker_topics
+from config.settings import Settings
 from guardian.kafka_local import BrokerError, LocalBroker, free_port, run_sync
-from guardian.settings import Settings
+from streams.admin import create_topics, delete_topics, wait_for_broker, worker_topics
 from topics.names import TopicNames
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"

@@ -87,15 +87,25 @@ class WorkerProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-async def produce(bootstrap: str, records: Iterable[InputRecord]) -> int:
-    """Produce records with their scripted Kafka timestamps, keyed by device."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=30_000, linger_ms=5)
+async def produce(bootstrap: str, records: Iterable[InputRecord], *, in_order: bool = False) -> int:
+    """Produce records with their scripted Kafka timestamps, keyed by device.
+
+    ``in_order``: each record is on the broker before the next is sent, so records of different
+    topics arrive in the order given (batches of different topic-partitions otherwise land in any
+    order, and a worker orders only what is on the broker: a test comparing live to replay needs
+    the arrival order to be the timestamp order, as it is for a device sending as events happen)."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, request_timeout_ms=30_000, linger_ms=0 if in_order else 5
+    )
     await producer.start()
     count = 0
     try:
         futures = []
         for r in records:
-            futures.append(await producer.send(r.topic, r.value, key=r.key, timestamp_ms=r.ts))
+            fut = await producer.send(r.topic, r.value, key=r.key, timestamp_ms=r.ts)
+            if in_order:
+                await asyncio.wait_for(fut, 60)
+            futures.append(fut)
             count += 1
         await asyncio.wait_for(asyncio.gather(*futures), 60)
     finally:

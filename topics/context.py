@@ -192,13 +192,6 @@ DOMAIN_TABLE: Mapping[str, DomainSpec] = MappingProxyType(
 NEVER_PROJECTED: frozenset[str] = frozenset({"streaming"})
 
 
-def key_spec(path: str) -> KeySpec | None:
-    """The spec of ``DOMAIN.KEY``, or None when the table has no such key."""
-    domain, _, key = path.partition(".")
-    spec = DOMAIN_TABLE.get(domain)
-    return spec.keys.get(key) if spec is not None else None
-
-
 def data_problems(domain: str, data: Mapping[str, Any]) -> list[str]:
     """The paths (``domains.<d>.data.<key>``) of unlisted keys and bad values in ``data``; a key
     that is not an identifier is named by its hash (§10)."""
@@ -289,5 +282,4 @@ __all__ = [
     "KeptEnvelope",
     "KeySpec",
     "data_problems",
-    "key_spec",
 ]

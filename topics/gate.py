@@ -49,6 +49,7 @@ from topics.records import (
     TaskEvent,
 )
 from topics.registry import ContractSpec, FactSpec, Registry
+from topics.steps import PLANNER_EXPOSURES, missing_args, step_problem
 
 GateKind = Literal["observations", "task-events", "plans", "device-context"]
 GATE_KINDS: tuple[str, ...] = get_args(GateKind)
@@ -68,18 +69,11 @@ _MAX_PATHS = 32
 _MAX_PATH_LEN = 200
 _MAX_DETAIL_LEN = 500
 
-_OBS_REQUIRED = (
-    "event_id",
-    "device_id",
-    "type",
-    "source",
-    "observed_at_ms",
-    "freshness_ms",
-    "privacy_class",
-    "facts",
-)
-_OBS_FIELDS = frozenset((*_OBS_REQUIRED, "ttl_ms", "confidence", "requires_cloud_decision", "correlation"))
-_CORRELATION_FIELDS = ("experience_id", "workflow_id", "step_id")
+# the observation's fields come from its model; tests/unit/test_observation_schema.py checks that
+# the fast path, the checked path and the schema paths judge every field as the model does
+_OBS_REQUIRED = tuple(name for name, f in Observation.model_fields.items() if f.is_required())
+_OBS_FIELDS = frozenset(Observation.model_fields)
+_CORRELATION_FIELDS = tuple(Correlation.model_fields)
 _CORRELATION_SET = frozenset(_CORRELATION_FIELDS)
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -296,7 +290,8 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
     and well typed (``area_ids`` within the plan's areas); step IDs are unique; ``depends_on``
     names earlier-declared or later steps of the plan and has no cycle; subscriptions name
     registry contracts and plan steps; no exclusive resource (the camera) is held by two
-    capabilities (``resource_conflict``). The pipeline uses it for replans too."""
+    capabilities (``resource_conflict``). A step's catalog check is :func:`topics.steps.step_problem`,
+    as for dispatches and model replans."""
     problems: list[tuple[str, str]] = []
     areas = set(plan.areas)
     if len(areas) != len(plan.areas):
@@ -312,20 +307,13 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
 
     holders: dict[str, list[str]] = {}
     for i, step in enumerate(plan.steps):
-        cap = registry.capabilities.get(step.capability)
-        if cap is None:
-            problems.append((f"steps.{i}.capability", "unknown capability"))
+        found = step_problem(registry, step.capability, step.operation, None, exposures=PLANNER_EXPOSURES)
+        if found is not None:
+            problems.append((f"steps.{i}.{found.where}", found.problem))
             continue
-        if cap.exposure == "NO_GO":
-            problems.append((f"steps.{i}.capability", "capability is NO_GO: never exposed to a planner"))
-            continue
-        required = cap.operations.get(step.operation)
-        if required is None:
-            problems.append((f"steps.{i}.operation", "unknown operation of the capability"))
-            continue
-        for arg in required:
-            if arg not in step.args:
-                problems.append((f"steps.{i}.args.{arg}", "missing required arg"))
+        cap = registry.capabilities[step.capability]
+        for arg in missing_args(registry, step.capability, step.operation, step.args):
+            problems.append((f"steps.{i}.args.{arg}", "missing required arg"))
         for arg, value in step.args.items():
             atype = registry.arg_types.get(arg)
             if atype == "str" and not (isinstance(value, str) and value):
@@ -355,11 +343,9 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
 
     for i, contract in enumerate(plan.allowed_action_contracts):
         capability, _, operation = contract.partition(".")
-        acap = registry.capabilities.get(capability)
-        if acap is None or operation not in acap.operations:
-            problems.append((f"allowed_action_contracts.{i}", "unknown capability or operation"))
-        elif acap.exposure == "NO_GO":
-            problems.append((f"allowed_action_contracts.{i}", "capability is NO_GO: never exposed"))
+        found = step_problem(registry, capability, operation, None, exposures=PLANNER_EXPOSURES)
+        if found is not None:
+            problems.append((f"allowed_action_contracts.{i}", found.problem))
 
     for i, sub in enumerate(plan.observation_policy.subscriptions):
         if sub.contract_id not in registry.contracts:

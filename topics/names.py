@@ -11,6 +11,8 @@ OUTPUT_SUFFIXES = ("decisions", "dispatch", "timeline", "deadletter")
 INTERNAL_SUFFIXES = ("control",)
 CONTRACT_SUFFIXES = INPUT_SUFFIXES + OUTPUT_SUFFIXES
 ALL_SUFFIXES = CONTRACT_SUFFIXES + INTERNAL_SUFFIXES
+#: Guardian's experience claims (one partition, never compacted nor expired; ``tables.claims``)
+CLAIMS_SUFFIX = "claims"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ class TopicNames:
     @property
     def control(self) -> str:
         return self.prefix + "control"
+
+    @property
+    def claims(self) -> str:
+        return self.prefix + CLAIMS_SUFFIX
 
     def all(self) -> list[str]:
         """Every topic of §1, plus the internal control topic."""

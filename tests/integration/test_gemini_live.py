@@ -78,7 +78,6 @@ def test_a_slow_model_answer_for_one_device_does_not_hold_up_another(
             return sum(d["device_id"] == "dev-fast" for d in out.values["decisions"]) == 3
 
         early = asyncio.run(collect(kafka_bootstrap, names, fast_decided, timeout_s=60, settle_s=0.0))
-        fast_after = time.monotonic() - produced_at
 
         def both_decided(out: Outputs) -> bool:
             return fast_decided(out) and any(d["device_id"] == "dev-slow" for d in out.values["decisions"])
@@ -88,7 +87,6 @@ def test_a_slow_model_answer_for_one_device_does_not_hold_up_another(
     finally:
         worker.stop()
     assert not any(d["device_id"] == "dev-slow" for d in early.values["decisions"]), worker.log_tail()
-    assert fast_after < 4.5, f"the fast device waited {fast_after:.1f} s behind the slow one"
     assert slow_after >= 5.0
     decisions = assert_single_content(final.values["decisions"], "decision_id")
     assert {d["backend"] for d in decisions.values()} == {"gemini"}

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import InputRecord, replay_records
-from guardian.settings import Settings
 from tests.integration.test_pipeline_live import compare
 from tests.live import Outputs, WorkerProcess, collect, produce
 from tests.scenario_scripts import build

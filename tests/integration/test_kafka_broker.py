@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from guardian.admin import admin_client, create_topics, partition_counts, worker_topics
-from guardian.exitcodes import Exit
+from config.exitcodes import Exit
+from config.settings import Settings
 from guardian.kafka_local import LocalBroker, _read_cmdline
-from guardian.settings import Settings
+from streams.admin import admin_client, create_topics, partition_counts, worker_topics
 from tests.live import run_guardian
 from topics.names import TopicNames
 

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import InputRecord, ReplayResult, replay_records
-from guardian.settings import Settings
 from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce
 from tests.scenario_scripts import SCENARIOS, build, hg12
 from topics.names import TopicNames
@@ -48,9 +48,10 @@ def produce_plans_first(bootstrap: str, names: TopicNames, records: list[InputRe
     gated = {r.key for r in records if r.suffix == "plans" and b'"preconditions"' in (r.value or b"")}
     plans = [r for r in records if r.suffix == "plans" and r.key not in gated]
     started = {orjson.loads(r.value or b"{}").get("experience_id") for r in plans}
-    asyncio.run(produce(bootstrap, plans))
+    asyncio.run(produce(bootstrap, plans, in_order=True))
     asyncio.run(collect(bootstrap, names, lambda o: started <= set(o.statuses()), timeout_s=90, settle_s=0))
-    asyncio.run(produce(bootstrap, [r for r in records if r.suffix != "plans" or r.key in gated]))
+    rest = [r for r in records if r.suffix != "plans" or r.key in gated]
+    asyncio.run(produce(bootstrap, rest, in_order=True))
 
 
 def all_ended(expected: dict[str, str]) -> Any:
@@ -206,12 +207,40 @@ def test_sigkill_mid_scenario_recovers_from_changelog(
     # a new worker with an empty local store: the tables come back from their changelogs
     second = WorkerProcess(guardian_env, tmp_path / "w2.log", worker_id="w2").start()
     try:
-        asyncio.run(produce(kafka_bootstrap, records[half:]))
+        asyncio.run(produce(kafka_bootstrap, records[half:], in_order=True))
         live = asyncio.run(
             collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=150)
         )
     finally:
         second.stop()
+    compare(live, replayed)
+
+
+def test_a_worker_joining_mid_scenario_changes_nothing(
+    kafka_bootstrap: str, topic_prefix: str, guardian_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A second worker joins while the first is busy (a rebalance with batches in flight and
+    records in the merge): every record not yet committed is processed again in order, by whoever
+    owns its partition now, so the outputs are replay's."""
+    names = TopicNames(topic_prefix)
+    t0 = int(time.time() * 1000) - 300_000
+    records, _ = fleet(topic_prefix, t0)
+    replayed = replay_records(records, settings=SETTINGS)
+    half = len(records) // 2
+    first = WorkerProcess(guardian_env, tmp_path / "w1.log", worker_id="w1").start()
+    second: WorkerProcess | None = None
+    try:
+        produce_plans_first(kafka_bootstrap, names, records[:half])
+        second = WorkerProcess(guardian_env, tmp_path / "w2.log", worker_id="w2").start()
+        asyncio.run(produce(kafka_bootstrap, records[half:], in_order=True))
+        live = asyncio.run(
+            collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=150)
+        )
+        assert first.alive() and second.alive(), first.log_tail() + second.log_tail()
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
     compare(live, replayed)
 
 
@@ -230,7 +259,7 @@ def test_poison_records_do_not_stall_the_partition(
     replayed = replay_records(poisoned, settings=SETTINGS)
     worker = WorkerProcess(guardian_env, tmp_path / "worker.log").start()
     try:
-        asyncio.run(produce(kafka_bootstrap, poisoned))
+        asyncio.run(produce(kafka_bootstrap, poisoned, in_order=True))
         live = asyncio.run(
             collect(kafka_bootstrap, names, all_ended(expected_statuses(replayed)), timeout_s=90)
         )

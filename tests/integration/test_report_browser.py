@@ -26,9 +26,9 @@ import orjson
 import pytest
 
 from bench.devtools import DevToolsPipe
+from config.settings import Settings
 from guardian.cli import main as cli_main
 from guardian.replay import InputRecord, replay_records
-from guardian.settings import Settings
 from report import render_report
 from tests.scenario_scripts import CANARY, build, hg12
 from tests.streams import T0

@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
-from guardian.admin import create_topics, delete_topics, worker_topics
 from guardian.kafka_local import run_sync
+from streams.admin import admin_client, changelog_topics, create_topics, delete_topics, worker_topics
 from tests.conftest import make_guardian_env
 from tests.live import Outputs, WorkerProcess, collect, produce
 from tests.streams import T0, Script
@@ -69,7 +69,6 @@ def readiness(worker: WorkerProcess) -> str:
     return f"{status} {body.decode(errors='replace')[:500]}"
 
 
-@pytest.mark.reliability  # a rare start that never processes (about 1 in 80 starts): see the README
 def test_twenty_fresh_workers_each_produce_their_first_output(kafka_bootstrap: str, tmp_path: Path) -> None:
     hung: list[str] = []
     for i in range(FRESH_WORKERS):
@@ -100,6 +99,36 @@ def test_twenty_fresh_workers_each_produce_their_first_output(kafka_bootstrap: s
         if hung:
             break  # one hang is enough to fail, with its log
     assert not hung, "\n".join(hung)
+
+
+async def topic_configs(bootstrap: str, topics: list[str]) -> dict[str, dict[str, str]]:
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    async with admin_client(bootstrap) as client:
+        responses = await client.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
+        )
+    found: dict[str, dict[str, str]] = {}
+    for response in responses:
+        for _code, _message, _type, name, entries in response.resources:
+            found[name] = {entry[0]: entry[1] for entry in entries}
+    return found
+
+
+def test_input_topics_keep_records_of_any_age(kafka_bootstrap: str, topic_names: TopicNames) -> None:
+    """Input records carry their receive time, possibly long past (the scripts of these tests are
+    months old): the broker's time-based retention would delete them at its next check, before a
+    worker read them (a fresh worker then started past them, ready and idle)."""
+    inputs = [
+        topic_names.plans,
+        topic_names.device_context,
+        topic_names.task_events,
+        topic_names.observations,
+    ]
+    changelogs = changelog_topics(topic_names)
+    configs = run_sync(lambda: topic_configs(kafka_bootstrap, [*inputs, *changelogs]))
+    assert {t: configs[t]["retention.ms"] for t in inputs} == dict.fromkeys(inputs, "-1")
+    assert {t: configs[t]["cleanup.policy"] for t in changelogs} == dict.fromkeys(changelogs, "compact")
 
 
 def get(url: str) -> tuple[int, bytes]:

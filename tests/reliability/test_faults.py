@@ -29,10 +29,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from bench import kafka_ops
 from bench.workload import device_ids, measured_records, setup_end, setup_records
-from guardian.admin import create_topics
+from config.settings import Settings
 from guardian.kafka_local import LocalBroker
 from guardian.replay import InputRecord, ReplayResult, replay_records
-from guardian.settings import Settings
+from streams.admin import create_topics
 from streams.app import app_id
 from tests.conftest import make_guardian_env
 from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce

@@ -10,8 +10,8 @@ import orjson
 from bench.cli import evaluate
 from bench.replay_bench import write_input
 from bench.svg import render
+from config.settings import Settings
 from guardian.replay import replay_files
-from guardian.settings import Settings
 
 
 def results() -> dict[str, Any]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian import cli
 from guardian.replay import replay_records
-from guardian.settings import Settings
 from guardian.start import build_plan, parse_area_names, refusal
 from tests.scenario_scripts import build
 from tests.streams import T0

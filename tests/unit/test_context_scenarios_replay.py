@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import ReplayResult, replay_records
-from guardian.settings import Settings
 from pipeline import ids
 from tests.scenario_scripts import CANARY, air_care_plan, build, hg04b
 from tests.streams import Script
@@ -152,7 +152,7 @@ def test_hg14g_blocks_ten_seconds_after_the_plan() -> None:
 
 
 def test_hg14g_summary_shows_active_while_waiting() -> None:
-    from guardian.replay import build_summary
+    from guardian.replay import OUT_KINDS, SummaryCounts
 
     script = build("HG-14g")
     result = replay_records(script.records, settings=SETTINGS)
@@ -160,7 +160,11 @@ def test_hg14g_summary_shows_active_while_waiting() -> None:
     waiting = [e for e in result.outs["timeline"] if e["stage"] != "end"]
     assert [e["stage"] for e in waiting] == ["act"]
     outs = {**result.outs, "timeline": waiting}
-    assert build_summary(outs, "rules")["experiences"] == {script.experience_id: "active"}
+    counts = SummaryCounts()
+    for kind in OUT_KINDS:
+        for value in outs.get(kind, []):
+            counts.add(kind, value)
+    assert counts.summary("rules")["experiences"] == {script.experience_id: "active"}
     assert result.summary["experiences"] == {script.experience_id: "blocked"}
 
 

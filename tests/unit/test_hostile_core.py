@@ -9,13 +9,13 @@ from typing import Any
 
 import orjson
 
+from config.settings import Settings
 from guardian.replay import InputRecord, replay_records
-from guardian.settings import Settings
 from pipeline import ids
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules
-from tables.faust_tables import DeviceEntry
+from tables.store.faust_tables import DeviceEntry
 from tests.streams import T0, Script
 from topics.registry import load_registry
 

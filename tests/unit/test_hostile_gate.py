@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import InputRecord, replay_records
-from guardian.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules

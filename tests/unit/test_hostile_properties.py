@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules
-from tables.faust_tables import DeviceEntry
+from tables.store.faust_tables import DeviceEntry
 from tests.unit.test_records import ENVELOPE, SEED_OBSERVATION, SEED_PLAN, SEED_TASK_EVENT
 from topics.records import FORBIDDEN_KEYS, RECORD_TYPES, DeadLetter, DomainName
 from topics.registry import load_registry

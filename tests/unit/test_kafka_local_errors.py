@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from guardian.admin import probe_broker, wait_for_broker
-from guardian.exitcodes import Exit
+from config.exitcodes import Exit
 from guardian.kafka_local import COMPLETE_MARKER, KAFKA_VERSION, _java_major, _mvn_reason, free_port
+from streams.admin import probe_broker, wait_for_broker
 from tests.live import run_guardian
 
 CLI_TIMEOUT_S = 120

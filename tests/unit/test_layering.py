@@ -5,17 +5,40 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from guardian.settings import Settings
+from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-#: package -> the project packages it may import
+#: layer (a package, or a sub-package named with a dot) -> the project layers it may import; the
+#: layers stack: config <- topics <- tables <- supervisor <- pipeline <- streams <- guardian
 ALLOWED = {
+    "config": {"config"},
     "topics": {"topics"},
     "tables": {"tables", "topics"},
-    "supervisor": {"supervisor", "tables", "topics", "guardian"},
+    "tables.store": {"tables.store", "tables", "topics"},
+    "supervisor": {"supervisor", "tables", "topics", "config"},
     "pipeline": {"pipeline", "supervisor", "tables", "topics"},
+    "streams": {"streams", "pipeline", "supervisor", "tables", "tables.store", "topics", "config"},
+    "simulator": {"simulator", "topics", "config"},
+    "report": {"report", "topics"},
+    "guardian": {
+        "guardian",
+        "streams",
+        "pipeline",
+        "supervisor",
+        "tables",
+        "tables.store",
+        "topics",
+        "config",
+        "simulator",
+        "report",
+        "bench",
+    },
 }
+#: the layers holding the judgement and the state model: plain Python, no faust and no Kafka client
+PURE = {"config", "topics", "tables", "supervisor", "pipeline", "report"}
+STREAM_LIBRARIES = {"faust", "mode", "aiokafka", "rocksdict"}
 PROJECT = {
+    "config",
     "guardian",
     "topics",
     "tables",
@@ -28,29 +51,60 @@ PROJECT = {
 }
 
 
-def imported_packages(package: str) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
+def layer_of(module: str) -> str:
+    """The layer of a dotted module or file path (``tables.store.writes`` -> ``tables.store``)."""
+    parts = module.split(".")
+    return "tables.store" if parts[:2] == ["tables", "store"] else parts[0]
+
+
+def imports_by_file(package: str) -> dict[Path, set[str]]:
+    """Every absolute import of each file of ``package`` (module-level or inside a function)."""
+    found: dict[Path, set[str]] = {}
     for path in sorted((ROOT / package).rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names: list[str] = []
             if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
+                found.setdefault(path, set()).update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            for name in names:
-                top = name.split(".")[0]
-                if top == "guardian" and name != "guardian.settings":
-                    top = name  # only the settings leaf of the shell may be imported below it
-                if top.split(".")[0] in PROJECT:
-                    found.setdefault(str(path.relative_to(ROOT)), set()).add(top)
+                found.setdefault(path, set()).add(node.module)
     return found
 
 
+def file_layer(path: Path) -> str:
+    return layer_of(".".join(path.relative_to(ROOT).with_suffix("").parts))
+
+
 def test_imports_point_one_way() -> None:
-    for package, allowed in ALLOWED.items():
-        for path, tops in imported_packages(package).items():
-            assert tops <= allowed, f"{path} imports {sorted(tops - allowed)}"
+    for package in ALLOWED:
+        if "." in package:
+            continue
+        for path, modules in imports_by_file(package).items():
+            layer = file_layer(path)
+            project = {layer_of(m) for m in modules if m.split(".")[0] in PROJECT}
+            assert project <= ALLOWED[layer], (
+                f"{path.relative_to(ROOT)} imports {sorted(project - ALLOWED[layer])}"
+            )
+
+
+def test_the_pure_layers_import_no_stream_library() -> None:
+    checked = 0
+    for package in PURE:
+        for path, modules in imports_by_file(package).items():
+            if file_layer(path) not in PURE:
+                continue  # tables.store: the faust/RocksDB store is the one impure part of tables
+            checked += 1
+            libraries = {m.split(".")[0] for m in modules} & STREAM_LIBRARIES
+            assert not libraries, f"{path.relative_to(ROOT)} imports {sorted(libraries)}"
+    assert checked > 20
+
+
+def test_the_layering_rule_catches_a_wrong_import() -> None:
+    """The checks above are not vacuous: the store is its own layer, and the state model below it."""
+    assert layer_of("tables.store.faust_tables") == "tables.store"
+    assert "tables.store" not in ALLOWED["pipeline"] and "tables.store" not in ALLOWED["supervisor"]
+    assert not any("streams" in ALLOWED[layer] for layer in PURE)
+    store_imports = set().union(*imports_by_file("tables/store").values())
+    assert {m.split(".")[0] for m in store_imports} & STREAM_LIBRARIES
 
 
 def test_the_worker_registers_its_pipeline_and_timers(tmp_path: Path) -> None:

@@ -54,3 +54,14 @@ def test_a_limit_releases_the_ready_items_in_slices_in_order() -> None:
     rest = merger.pop_ready(lambda s, p: True, 0.0)
     assert (first, second, rest) == (["a0", "a1"], ["a2", "a3"], ["a4"])
     assert len(merger) == 0
+
+
+def test_a_blocked_head_holds_its_partition_past_the_hold_limit_and_only_its_partition() -> None:
+    m: TimestampMerger[str] = TimestampMerger(SUFFIXES, max_hold_s=1.0)
+    m.push("plans", 0, 100, 0, "plan", now=0.0)
+    m.push("observations", 0, 200, 0, "after-plan", now=0.0)
+    m.push("observations", 1, 300, 0, "other-partition", now=0.0)
+    waiting = {"plan"}
+    assert m.pop_ready(lambda s, p: True, now=60.0, blocked=waiting.__contains__) == ["other-partition"]
+    waiting.clear()
+    assert m.pop_ready(lambda s, p: True, now=60.0, blocked=waiting.__contains__) == ["plan", "after-plan"]

@@ -30,3 +30,27 @@ def test_a_partition_with_held_records_is_not_quiet() -> None:
     sh.merger.drain()
     assert sh.due_confirmations(wall) == [("dev-1", 0, wall)]
     assert sh.pending_confirm == {}
+
+
+class Behind:
+    """faust's consumer: task-events of partition 0 have records up to offset 12 on the broker."""
+
+    def highwater(self, tp: Any) -> int:
+        return 12 if tp.topic == "g.task-events" else 0
+
+
+def test_a_partition_with_records_not_yet_processed_is_not_quiet() -> None:
+    from faust.types import TP
+
+    sh = shell()
+    sh.consumer, sh.tp_factory = Behind(), TP
+    for suffix in ("plans", "device-context", "observations"):
+        sh.start_offset[(suffix, 0)] = 0
+    wall = 1_785_400_100_000
+    sh.stream_time[0] = 1_785_400_000_000
+    sh.last_activity[0] = time.monotonic() - 5.0  # nothing processed for 5 s (a starved worker) ...
+    sh.pending_confirm["dev-1"] = (0, 1_785_400_002_000)
+    sh.next_offset[("task-events", 0)] = 9  # ... but records 9..11 are fetched or still on the broker
+    assert sh.due_confirmations(wall) == []
+    sh.next_offset[("task-events", 0)] = 12
+    assert sh.due_confirmations(wall) == [("dev-1", 0, wall)]

@@ -107,8 +107,8 @@ def test_capabilities_match_section_11(registry: Registry) -> None:
     assert caps["vital_sign_session"].evidence == {}
     assert caps["live_view"].exposure == "NO_GO"
     assert "camera" in registry.plan_exclusive_resources
-    assert registry.operation_args("security_patrol", "start") == ("area_ids",)
-    assert registry.operation_args("security_patrol", "fly") is None
+    assert caps["security_patrol"].operations["start"] == ("area_ids",)
+    assert "fly" not in caps["security_patrol"].operations
     # §11: context_reads per capability and requires per operation
     assert caps["security_patrol"].context_reads == ("security", "battery", "network", "vision", "map")
     assert caps["movement"].context_reads == ("movement", "map", "battery")

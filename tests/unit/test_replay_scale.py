@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian import replay as replay_mod
 from guardian.replay import (
     OUTPUT_FILES,
@@ -20,7 +21,6 @@ from guardian.replay import (
     replay_files,
     replay_records,
 )
-from guardian.settings import Settings
 from supervisor import rules
 from tests.scenario_scripts import build, hg12
 from tests.unit.test_replay_cli import replay

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
+from config.settings import Settings
 from guardian.replay import ReplayResult, replay_records
-from guardian.settings import Settings
 from tests.scenario_scripts import CANARY, build, hg12
 from tests.streams import Script
 from topics.records import DeadLetter, Decision, Dispatch, TimelineEntry
@@ -46,14 +46,16 @@ def drops(result: ReplayResult, reason: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("scenario", ["HG-01", "HG-02", "HG-03", "HG-04", "HG-05", "HG-07", "HG-08", "HG-11"])
 def test_every_output_matches_the_wire_contract(scenario: str) -> None:
     result = run(scenario)
-    for d in result.outs["decisions"]:
-        Decision.model_validate(d)
-    for d in result.outs["dispatch"]:
-        Dispatch.model_validate(d)
-    for e in result.outs["timeline"]:
-        TimelineEntry.model_validate(e)
-    for d in result.outs["deadletter"]:
-        DeadLetter.model_validate(d)
+    # the core builds its outputs as dicts: each is exactly its model's JSON form (no field missing,
+    # extra, defaulted or differently typed)
+    for kind, model in (
+        ("decisions", Decision),
+        ("dispatch", Dispatch),
+        ("timeline", TimelineEntry),
+        ("deadletter", DeadLetter),
+    ):
+        for d in result.outs[kind]:
+            assert model.model_validate(d).model_dump(mode="json") == d, (kind, d)
     seqs = [e["seq"] for e in result.outs["timeline"]]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 

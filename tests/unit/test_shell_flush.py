@@ -11,8 +11,8 @@ from pipeline.runner import Processor
 from streams.agents import PipelineShell
 from streams.faust_seam import RocksStores
 from supervisor import rules
-from tables.faust_tables import FaustStore, GuardianTables
-from tables.writes import PendingWrites
+from tables.store.faust_tables import FaustStore, GuardianTables
+from tables.store.writes import PendingWrites
 from tests.unit.test_table_writes import FakeStore, FakeTable, FakeTopic, RecordingProducer
 from topics.envelope import Out
 from topics.names import TopicNames

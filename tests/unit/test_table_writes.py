@@ -1,4 +1,4 @@
-"""Batched table writes (``tables.writes``) and the store over them (``tables.faust_tables``).
+"""Batched table writes (``tables.store.writes``) and the store over them (``tables.store.faust_tables``).
 
 Real RocksDB databases (rocksdict) stand in for faust's per-partition stores; a recording producer
 stands in for aiokafka's (the live path is covered on a real broker in tests/integration)."""
@@ -16,9 +16,9 @@ from aiokafka.partitioner import DefaultPartitioner
 from rocksdict import Options, Rdict
 
 from streams.faust_seam import RocksStores
-from tables.faust_tables import DeviceEntry, FaustStore, GuardianTables, is_entry_key, plan_key
 from tables.state import DeviceState, ExperienceState
-from tables.writes import PendingWrites
+from tables.store.faust_tables import DeviceEntry, FaustStore, GuardianTables, is_entry_key, plan_key
+from tables.store.writes import PendingWrites
 from topics.envelope import Coords, Out
 
 

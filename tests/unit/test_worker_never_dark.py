@@ -19,9 +19,9 @@ import pytest
 from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
 
-from guardian.exitcodes import Exit
+from config.exitcodes import Exit
+from config.settings import Settings, SettingsError
 from guardian.kafka_local import free_port
-from guardian.settings import Settings, SettingsError
 from streams import faust_seam
 from streams.health import Readiness
 from streams.metrics import GuardianMetrics

@@ -132,13 +132,6 @@ class Registry:
     plan_exclusive_resources: frozenset[str]
     arg_types: Mapping[str, ArgType]
 
-    def operation_args(self, capability: str, operation: str) -> tuple[str, ...] | None:
-        """The required args of ``capability.operation``, or None when the catalog lacks it."""
-        cap = self.capabilities.get(capability)
-        if cap is None:
-            return None
-        return cap.operations.get(operation)
-
 
 # --------------------------------------------------------------------------------------------
 # Loading

@@ -6,7 +6,7 @@ uncommitted records in one value, so a record's effects land atomically; the exp
 under its own key), ``seen`` (the dedup memory, one small key per seen event:
 ``device_id \x1f event_id`` -> receive time). ``owners`` (experience -> device, for
 ``cross_device``) is a global table every worker reads whole; its keys are written in the partition
-of the plan's record. All three are written in batches (``tables.writes``) in the partition of the
+of the plan's record. All three are written in batches (``tables.store.writes``) in the partition of the
 record being processed.
 
 The app is passed in (``define_tables(app)``): this package never imports ``streams``. So is the
@@ -16,6 +16,7 @@ access to the stores' per-partition RocksDB databases (:class:`StoreAccess`, whi
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,8 +24,9 @@ from typing import Any
 
 import orjson
 
+from tables.claims import ClaimLog
 from tables.state import DeviceState, ExperienceState
-from tables.writes import Pending, PendingWrites, StoreAccess
+from tables.store.writes import Pending, PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
 
 SEP = "\x1f"
@@ -47,6 +49,8 @@ ROCKSDB_OPTIONS = {
 }
 
 
+log = logging.getLogger(__name__)
+
 #: the tables, by name (faust names their changelog topics ``<app id>-<name>-changelog``)
 TABLE_NAMES = ("devices", "seen", "owners")
 
@@ -60,10 +64,11 @@ class GuardianTables:
     access: StoreAccess
 
     def all(self) -> list[Any]:
-        return [self.devices, self.seen, self.owners]
+        """Every table (all of them are written in batches)."""
+        return list(self.batched().values())
 
     def batched(self) -> dict[str, Any]:
-        """The tables written in batches (``tables.writes``), by name: all of them."""
+        """The tables written in batches (``tables.store.writes``), by name: all of them."""
         return {"devices": self.devices, "seen": self.seen, "owners": self.owners}
 
 
@@ -211,7 +216,7 @@ class FaustStore:
     outputs with the same contents. The cache only saves decoding; it is cleared when partitions
     move, since another worker may have changed a partition this one gets back.
 
-    Writes of ``devices`` and ``seen`` go to :class:`tables.writes.PendingWrites` (flushed by the
+    Writes of ``devices`` and ``seen`` go to :class:`tables.store.writes.PendingWrites` (flushed by the
     stream once per batch); ``partition`` is the partition of the record being processed (set by
     the stream around each record; None outside one, where reads look in every partition).
     """
@@ -224,6 +229,8 @@ class FaustStore:
     #: ``"suffix:partition"`` -> the input's committed offset (records before it are never read
     #: again, so their logged outputs can go); None: keep the last ``OUTPUT_LOG``
     committed: Callable[[str], int | None] | None = None
+    #: the claims log read so far (``tables.claims``): its owner, when it has one, is the owner
+    claims: ClaimLog | None = None
 
     #: experience -> owner device, as found in the owner index (an owner never changes: the first
     #: writer wins and is never overwritten); cleared with the cache
@@ -322,6 +329,24 @@ class FaustStore:
                 if exp is not None and exp.pending:
                     yield int(partition), exp
 
+    def due_devices(self) -> Iterator[tuple[int, str, int]]:
+        """(partition, device_id, due ms) of every local device with something falling due (a
+        pending debounce change, a precondition deadline): the timer's work after recovery. An
+        unreadable entry is logged and skipped."""
+        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
+            for key, raw in db.items():
+                if not is_entry_key(bytes(key)):
+                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
+                try:
+                    device_id = bytes(key).decode()
+                    entry = DeviceEntry.from_json(bytes(raw))
+                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
+                    continue
+                due = entry.device.next_due_ms() if entry.device is not None else None
+                if due is not None:
+                    yield int(partition), device_id, due
+
     def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
         raw = self._read("seen", f"{device_id}{SEP}{event_id}".encode())
         if raw is None:
@@ -337,6 +362,12 @@ class FaustStore:
         self._write("seen", key, None)
 
     def owner_of(self, experience_id: str) -> str | None:
+        # the claims log decides (the first claim, the same on every worker); the owner index
+        # still answers for experiences the log has no claim for (e.g. from before the log)
+        if self.claims is not None:
+            claimed = self.claims.owner(experience_id)
+            if claimed is not None:
+                return claimed
         # the global table holds every partition locally; an experience's owner is written in the
         # partition of its device's records, so the current one is looked at first (faust's own
         # lookup scans the partitions in turn once its small key index has forgotten the key)

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,15 +25,25 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from guardian.exitcodes import Exit
-from guardian.settings import Settings
-from topics.names import TopicNames
+from config.exitcodes import Exit
+from config.settings import Settings
+from topics.names import CLAIMS_SUFFIX, INPUT_SUFFIXES, TopicNames
 
-#: the tables of a worker (``tables.faust_tables.define_tables``); faust names each one's changelog
+#: the tables of a worker (``tables.store.faust_tables.define_tables``); faust names each one's changelog
 #: topic ``<app id>-<table>-changelog``, the app id being ``<prefix>worker`` (``streams.app.app_id``)
 TABLE_NAMES = ("devices", "seen", "owners")
 #: the topic configuration of a table changelog (faust's own, for a non-windowed table)
 CHANGELOG_CONFIG = {"cleanup.policy": "compact"}
+#: the topic configuration of an input topic: no deletion by age. An input record's Kafka timestamp
+#: is its receive time, which may be long past when it is written (a bridge uploading what it kept
+#: while offline, a replayed export, a test script); the broker's time-based retention (7 days by
+#: default) judges a segment by those timestamps and deletes such records at its next retention
+#: check, possibly before a worker has read them: the worker then starts past them, ready and idle.
+INPUT_CONFIG = {"retention.ms": "-1"}
+#: the experience claims topic (``tables.claims``): ONE partition (one order for every worker), and
+#: a claim is never removed (no compaction, no time or size retention): the first claim stays first
+CLAIMS_PARTITIONS = 1
+CLAIMS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 
 #: Kafka error codes (the protocol's numbers)
 TOPIC_ALREADY_EXISTS = 36
@@ -54,9 +64,10 @@ class TopicsNotReady(TimeoutError):
 class PartitionMismatch(TopicError):
     """A topic exists with another partition count than wanted."""
 
-    def __init__(self, topic: str, found: int, wanted: int) -> None:
+    def __init__(self, topic: str, found: int, wanted: int, message: str | None = None) -> None:
         super().__init__(
-            f"topic {topic} exists with {found} partitions, but {wanted} are wanted: set "
+            message
+            or f"topic {topic} exists with {found} partitions, but {wanted} are wanted: set "
             f"GUARDIAN_PARTITIONS={found} (or --partitions {found}), or use another GUARDIAN_TOPIC_PREFIX, "
             "or delete the topic first"
         )
@@ -105,7 +116,7 @@ async def wait_for_broker(bootstrap: str, timeout_s: float = 60.0) -> None:
         await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
-async def served(bootstrap: str, topics: Sequence[str], partitions: int) -> None:
+async def served(bootstrap: str, topics: Sequence[str], partitions: int | Mapping[str, int]) -> None:
     """Return once the broker answers an offsets request for every partition of ``topics``.
 
     A partition's leader shows in the metadata a moment before that broker serves it (it answers
@@ -122,7 +133,8 @@ async def served(bootstrap: str, topics: Sequence[str], partitions: int) -> None
     )
     await consumer.start()
     try:
-        await consumer.end_offsets([TopicPartition(t, p) for t in topics for p in range(partitions)])
+        counts = _counts(topics, partitions)
+        await consumer.end_offsets([TopicPartition(t, p) for t in topics for p in range(counts[t])])
     finally:
         await consumer.stop()
 
@@ -133,8 +145,19 @@ def changelog_topics(names: TopicNames) -> list[str]:
 
 
 def worker_topics(names: TopicNames) -> list[str]:
-    """Every topic a worker reads or writes: §1, ``control`` and the tables' changelogs."""
-    return [*names.all(), *changelog_topics(names)]
+    """Every topic a worker reads or writes: §1, ``control``, the claims and the tables' changelogs."""
+    return [*names.all(), names.claims, *changelog_topics(names)]
+
+
+def topic_partitions(names: TopicNames, partitions: int) -> dict[str, int]:
+    """The partition count of each of :func:`worker_topics`: ``partitions``, the claims topic one."""
+    counts = dict.fromkeys(worker_topics(names), partitions)
+    counts[names.claims] = CLAIMS_PARTITIONS
+    return counts
+
+
+def _counts(topics: Sequence[str], partitions: int | Mapping[str, int]) -> Mapping[str, int]:
+    return dict.fromkeys(topics, partitions) if isinstance(partitions, int) else partitions
 
 
 async def leaderless(client: Any, topics: Sequence[str]) -> dict[str, str]:
@@ -184,14 +207,16 @@ async def create_topics(
     TimeoutError (naming the topics still waited for) after ``timeout_s``.
     """
     wanted = worker_topics(names)
+    counts = topic_partitions(names, partitions)
     changelogs = set(changelog_topics(names))
     waiting: dict[str, str] = dict.fromkeys(wanted, "not created yet")
     try:
         async with asyncio.timeout(timeout_s):
             async with admin_client(bootstrap) as client:
-                created = await _create(client, wanted, changelogs, partitions, waiting)
+                inputs = frozenset(names.prefix + s for s in INPUT_SUFFIXES)
+                created = await _create(client, wanted, changelogs, counts, waiting, inputs, names.claims)
             waiting.update(dict.fromkeys(wanted, "its leaders do not serve it yet"))
-            await served(bootstrap, wanted, partitions)
+            await served(bootstrap, wanted, counts)
             waiting.clear()
             return created
     except TimeoutError as exc:
@@ -199,11 +224,31 @@ async def create_topics(
         raise TimeoutError(f"topics not ready on {bootstrap} within {timeout_s:.0f} s: {pending}") from exc
 
 
+def topic_config(
+    topic: str, changelogs: set[str], inputs: frozenset[str], claims: str | None = None
+) -> dict[str, str]:
+    """The configuration ``topic`` is created with."""
+    if topic in changelogs:
+        return dict(CHANGELOG_CONFIG)
+    if topic in inputs:
+        return dict(INPUT_CONFIG)
+    if topic == claims:
+        return dict(CLAIMS_CONFIG)
+    return {}
+
+
 async def _create(
-    client: Any, wanted: list[str], changelogs: set[str], partitions: int, waiting: dict[str, str]
+    client: Any,
+    wanted: list[str],
+    changelogs: set[str],
+    partitions: int | Mapping[str, int],
+    waiting: dict[str, str],
+    inputs: frozenset[str] = frozenset(),
+    claims: str | None = None,
 ) -> list[str]:
+    counts = _counts(wanted, partitions)
     existing = await partition_counts(client, wanted)
-    _check_counts(existing, partitions)
+    _check_counts(existing, counts)
     missing = [t for t in wanted if t not in existing]
     created: list[str] = []
     if missing:
@@ -211,9 +256,9 @@ async def _create(
             [
                 NewTopic(
                     name=t,
-                    num_partitions=partitions,
+                    num_partitions=counts[t],
                     replication_factor=1,
-                    topic_configs=dict(CHANGELOG_CONFIG) if t in changelogs else {},
+                    topic_configs=topic_config(t, changelogs, inputs, claims),
                 )
                 for t in missing
             ],
@@ -229,7 +274,7 @@ async def _create(
     # the metadata of new topics reaches the broker shortly after the controller created them,
     # and their partitions' leaders a moment later
     while True:
-        _check_counts(await partition_counts(client, wanted), partitions)
+        _check_counts(await partition_counts(client, wanted), counts)
         waiting.clear()
         waiting.update(await leaderless(client, wanted))
         if not waiting:
@@ -252,6 +297,7 @@ async def ensure_worker_topics(
     them, saying once what it waits for. Raises :class:`PartitionMismatch`, or TimeoutError naming
     the topics still missing after ``timeout_s``."""
     wanted = worker_topics(names)
+    counts = topic_partitions(names, partitions)
     changelogs = changelog_topics(names)
     waiting: dict[str, str] = {}
     told = False
@@ -259,7 +305,7 @@ async def ensure_worker_topics(
         async with asyncio.timeout(timeout_s), admin_client(bootstrap) as client:
             while True:
                 existing = await partition_counts(client, wanted)
-                _check_counts(existing, partitions)
+                _check_counts(existing, counts)
                 missing_logs = [t for t in changelogs if t not in existing]
                 if missing_logs:
                     await _create(client, missing_logs, set(missing_logs), partitions, {})
@@ -274,7 +320,7 @@ async def ensure_worker_topics(
                     )
                 await asyncio.sleep(0.5)
             waiting = dict.fromkeys(wanted, "its leaders do not serve it yet")
-            await served(bootstrap, wanted, partitions)
+            await served(bootstrap, wanted, counts)
             waiting = {}
     except TimeoutError as exc:
         if not waiting:
@@ -293,10 +339,18 @@ def _list(waiting: dict[str, str]) -> str:
     return ", ".join(f"{t} ({why})" for t, why in sorted(waiting.items()))
 
 
-def _check_counts(found: dict[str, int], wanted: int) -> None:
+def _check_counts(found: dict[str, int], wanted: Mapping[str, int]) -> None:
     for topic, count in found.items():
-        if count != wanted:
-            raise PartitionMismatch(topic, count, wanted)
+        if count != wanted[topic]:
+            if topic.endswith(CLAIMS_SUFFIX):  # no other topic's name ends so
+                raise PartitionMismatch(
+                    topic,
+                    count,
+                    CLAIMS_PARTITIONS,
+                    f"topic {topic} (the experience claims) exists with {count} partitions, but it must "
+                    f"have {CLAIMS_PARTITIONS}: delete it and run 'guardian topics create' again",
+                )
+            raise PartitionMismatch(topic, count, wanted[topic])
 
 
 async def delete_topics(bootstrap: str, topics: Sequence[str], *, timeout_s: float = ADMIN_TIMEOUT_S) -> None:

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from mode import Service
 
-from guardian.settings import Settings
+from config.settings import Settings
 from supervisor.gemini import GeminiBackend, GeminiOptions
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
@@ -61,6 +61,8 @@ class Store(Protocol):
     def get_device(self, device_id: str) -> DeviceState | None: ...
 
     def get_experience(self, device_id: str) -> ExperienceState | None: ...
+
+    def pending_experiences(self) -> Iterator[tuple[int, ExperienceState]]: ...
 
 
 class Shell(Protocol):
@@ -249,7 +251,9 @@ class Lanes:
         """After a table recovery: re-submit the pending triggers of the active partitions."""
         if getattr(self.shell, "tables", None) is None:
             return
-        count = self.resubmit(recovered_experiences(self.shell))
+        # every experience of this worker's partitions with pending triggers (a store that cannot
+        # list them is an error, never an empty result)
+        count = self.resubmit(self.shell.store.pending_experiences())
         if count:
             logger.info("re-submitted %d pending trigger(s) after recovery", count)
 
@@ -295,20 +299,6 @@ class Lanes:
         await self.backend.aclose()
 
 
-def state_table(tables: Any) -> Any:
-    """The faust table holding the experience states (``experiences``, or the ``devices`` table
-    whose values carry the experience under ``"e"``)."""
-    table = getattr(tables, "experiences", None)
-    return table if table is not None else tables.devices
-
-
-def recovered_experiences(shell: Any) -> Iterator[tuple[int, ExperienceState]]:
-    """(partition, experience) of every experience with pending triggers in the worker's local
-    table partitions, as the store reports them (``pending_experiences()``, required: a store that
-    cannot list them is an error, never an empty result)."""
-    yield from shell.store.pending_experiences()
-
-
 class LanesService(Service):
     """Starts with the faust app (after table recovery) and closes the lanes when it stops."""
 
@@ -337,7 +327,8 @@ def attach_lanes(
     lanes = Lanes(shell, backend if backend is not None else GeminiBackend(settings, options=opts), opts)
     shell.submit = lanes.submit
     app.service(LanesService(lanes))
-    state_table(shell.tables).on_recover(lanes.resubmit_recovered)
+    # the ``devices`` table's values carry the experience (under ``"e"``)
+    shell.tables.devices.on_recover(lanes.resubmit_recovered)
 
     def on_revoked(_sender: Any, revoked: Any = None, **__: Any) -> None:
         parts = {int(tp.partition) for tp in revoked or ()}

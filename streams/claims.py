@@ -1,0 +1,217 @@
+"""The claims topic's Kafka I/O: a reader that follows the whole log, and the claims of plans.
+
+The rule and its pure fold are in :mod:`tables.claims`. Here, :class:`ClaimsReader` reads the
+one-partition claims topic from its beginning when the worker starts (the worker is not ready until
+it has read up to the end it found) and keeps following it.
+
+A plan entering the pipeline's merge whose experience has no claim read yet is claimed at once
+(:meth:`ClaimsReader.request`: the claim is appended on the worker's producer in a task of its own);
+the merge keeps the plan, and the records after it in its partition, until a claim on that
+experience has been read back (:meth:`ClaimsReader.settled`). The owner the core is then given
+(``FaustStore.owner_of``) is the device of the first claim in the log, the same on every worker.
+
+A claim not written and read back within ``timeout_s`` (the claims topic does not answer) is said
+in one log line, and the worker's readiness names it (``/ready``: not ready, and why) while it is
+tried again; the readiness watchdog stops a worker that stays so past ``GUARDIAN_READY_TIMEOUT_S``
+(exit code 5), and the plan, never acked, is read again after the restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from tables.claims import ClaimLog
+
+log = logging.getLogger(__name__)
+
+#: how long one try of a claim (written and read back) may take before it is said and tried again
+CLAIM_TIMEOUT_S = 10.0
+#: the pause before a claim that failed is tried again
+CLAIM_RETRY_S = 1.0
+REQUEST_TIMEOUT_MS = 30_000
+#: the reader's fetch long-poll (the broker answers as soon as a claim arrives)
+FETCH_WAIT_MS = 100
+
+
+class ClaimTimeout(TimeoutError):
+    """A plan's experience claim was not written and read back in time (the broker is unreachable
+    or overloaded): it is tried again while the worker reports itself not ready."""
+
+
+@dataclass
+class ClaimsReader:
+    """Follows the claims topic (partition 0) from its beginning into a :class:`ClaimLog`."""
+
+    bootstrap: str
+    topic: str
+    claims: ClaimLog = field(default_factory=ClaimLog)
+    timeout_s: float = CLAIM_TIMEOUT_S
+    #: the log's end when the worker started (None: not known yet); ready once read up to it
+    start_end: int | None = None
+    #: wakes the claims waiting to be read back
+    progressed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: claims written, and their round trips (seconds, written + read back), for the log and metrics
+    claimed: int = 0
+    last_round_trip_s: float = 0.0
+    consumer: Any = None
+    on_round_trip: Callable[[float], None] | None = None
+    #: experience -> (device, monotonic time it was first asked for) of claims not settled yet
+    pending: dict[str, tuple[str, float]] = field(default_factory=dict)
+    #: the tasks claiming them
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    retry_s: float = CLAIM_RETRY_S
+
+    @property
+    def caught_up(self) -> bool:
+        """Has the log been read up to where it ended when the worker started?"""
+        return self.start_end is not None and self.claims.position >= self.start_end
+
+    def settled(self, experience_id: str) -> bool:
+        """Has a claim on ``experience_id`` been read (its owner can no longer change)?"""
+        return self.claims.owner(experience_id) is not None
+
+    def missing(self, now: float | None = None) -> list[str]:
+        """For readiness: what is still missing (empty: the claims are read and none is late)."""
+        lacking: list[str] = []
+        if self.start_end is None:
+            lacking.append(f"the claims topic {self.topic} is not open yet")
+        elif not self.caught_up:
+            left = self.start_end - self.claims.position
+            lacking.append(
+                f"the claims topic {self.topic} is not read to its end yet ({left} record(s) left)"
+            )
+        now = time.monotonic() if now is None else now
+        late = sorted(
+            (since, exp, dev)
+            for exp, (dev, since) in self.pending.items()
+            if now - since >= self.timeout_s and not self.settled(exp)
+        )
+        if late:
+            since, exp, dev = late[0]
+            lacking.append(
+                f"{len(late)} plan(s) wait for their experience claim on topic {self.topic} (the oldest, "
+                f"experience {exp!r} of device {dev!r}, for {now - since:.0f} s): the claims topic "
+                "does not answer; their partitions' records wait behind them"
+            )
+        return lacking
+
+    def request(self, producer: Callable[[], Any], experience_id: str, device_id: str) -> None:
+        """Claim ``experience_id`` for ``device_id`` unless it is settled or already being
+        claimed; returns at once (the claim is written and read back in a task of its own).
+        ``producer`` returns the running ``AIOKafkaProducer``."""
+        if self.settled(experience_id) or experience_id in self.pending:
+            return
+        self.pending[experience_id] = (device_id, time.monotonic())
+        task = asyncio.ensure_future(self._claim(producer, experience_id, device_id))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _claim(self, producer: Callable[[], Any], experience_id: str, device_id: str) -> None:
+        # claims already in the log are read first: an experience claimed before this worker
+        # started is not claimed again
+        await self.wait_caught_up()
+        said = False
+        try:
+            while not self.settled(experience_id):
+                try:
+                    await self.settle(producer(), experience_id, device_id)
+                except (ClaimTimeout, KafkaError, OSError) as exc:
+                    if not said:
+                        said = True
+                        log.error(
+                            "guardian: %s; its plan waits, with the records after it in its partition, "
+                            "and the claim is tried again every %g s (/ready says so)",
+                            exc if isinstance(exc, ClaimTimeout) else f"claiming {experience_id!r}: {exc!r}",
+                            self.retry_s,
+                        )
+                    await asyncio.sleep(self.retry_s)
+            if said:
+                since = self.pending[experience_id][1]
+                log.warning(
+                    "guardian: the claim of experience %r is settled after %.0f s",
+                    experience_id,
+                    time.monotonic() - since,
+                )
+        finally:
+            self.pending.pop(experience_id, None)
+
+    async def wait_caught_up(self) -> None:
+        """Return once the log has been read up to where it ended when the worker started."""
+        while not self.caught_up:
+            await self.progressed.wait()
+
+    async def run(self) -> None:
+        """Read the log from its beginning, then follow it (until cancelled)."""
+        tp = TopicPartition(self.topic, 0)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+            fetch_max_wait_ms=FETCH_WAIT_MS,
+            client_id="guardian-claims",
+        )
+        self.consumer = consumer
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            begin = (await consumer.beginning_offsets([tp]))[tp]
+            self.claims.skip_to(int(begin))
+            self.start_end = int((await consumer.end_offsets([tp]))[tp])
+            self._progress()
+            while True:
+                try:
+                    batch = await consumer.getmany(tp, timeout_ms=1_000)
+                except KafkaError as exc:  # the client reconnects by itself; say so and go on
+                    log.warning("guardian: reading the claims topic %s: %r", self.topic, exc)
+                    await asyncio.sleep(0.5)
+                    continue
+                for message in batch.get(tp, ()):
+                    self.claims.apply(int(message.offset), message.key, message.value)
+                if batch:
+                    self._progress()
+        finally:
+            self.consumer = None
+            await consumer.stop()
+
+    def _progress(self) -> None:
+        self.progressed.set()
+        self.progressed = asyncio.Event()
+
+    async def settle(self, producer: Any, experience_id: str, device_id: str) -> str:
+        """The owner of ``experience_id``: the settled one if known, else after claiming it for
+        ``device_id`` and reading the log past that claim. Raises :class:`ClaimTimeout`."""
+        owner = self.claims.owner(experience_id)
+        if owner is not None:
+            return owner  # the first claim is already read: nothing can move it
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                sent = await producer.send_and_wait(
+                    self.topic, device_id.encode(), key=experience_id.encode(), partition=0
+                )
+                offset = int(sent.offset)
+                while not self.claims.has_read(offset):
+                    await self.progressed.wait()
+        except TimeoutError as exc:
+            raise ClaimTimeout(
+                f"the claim of experience {experience_id!r} for device {device_id!r} was not written "
+                f"and read back on topic {self.topic} within {self.timeout_s:g} s"
+            ) from exc
+        self.claimed += 1
+        self.last_round_trip_s = time.monotonic() - started
+        if self.on_round_trip is not None:
+            self.on_round_trip(self.last_round_trip_s)
+        owner = self.claims.owner(experience_id)
+        assert owner is not None  # our own claim at least has been read
+        return owner

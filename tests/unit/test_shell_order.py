@@ -1,0 +1,189 @@
+"""The shell keeps the merge's order and acks nothing it did not deliver, around rebalances too.
+
+The merge holds a record while another input topic of its partition may still hand over an earlier
+one. Which topic-partitions are caught up is only known for records the merge has been given; a
+topic-partition with none is judged from where faust's fetch restarts (the committed offset), never
+from the consumer's fetch position, which counts records already fetched but not yet in the merge
+(sitting in the inbox, or in the batch the pipeline is working through)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from faust.types import TP
+
+from tests.unit.test_shell_flush import Acked, HeldProducer, shell_over
+from topics.envelope import Out
+from topics.names import INPUT_SUFFIXES
+
+
+class Message:
+    def __init__(self, topic: str, partition: int, offset: int, ts_ms: int) -> None:
+        self.topic, self.partition, self.offset, self.timestamp = topic, partition, offset, ts_ms / 1000
+
+    def __repr__(self) -> str:
+        return f"{self.topic}@{self.offset}"
+
+
+class FetchedAhead:
+    """faust's consumer as the shell sees it: every input topic-partition of partition 0 fetched
+    up to its high watermark (the fetch position), nothing committed yet."""
+
+    def __init__(self, prefix: str, highwater: dict[str, int]) -> None:
+        self.prefix = prefix
+        self.high = {TP(prefix + s, 0): highwater.get(s, 0) for s in INPUT_SUFFIXES}
+        self._committed_offset: dict[Any, int | None] = {}
+
+    def assignment(self) -> set[Any]:
+        return set(self.high)
+
+    def highwater(self, tp: Any) -> int:
+        return self.high[tp]
+
+    async def position(self, tp: Any) -> int:
+        return self.high[tp]  # fetched: what faust has taken from the broker, not what the merge has
+
+    async def earliest_offsets(self, *tps: Any) -> dict[Any, int]:
+        return dict.fromkeys(tps, 0)
+
+
+def test_records_fetched_but_not_yet_merged_hold_back_later_records_of_other_topics(
+    tmp_path: Path,
+) -> None:
+    """A plan's or an observation's turn comes after the task events fetched before it, even when
+    the pipeline has not put those task events in the merge yet (HG-05's return dispatch stops
+    security only if ``security.started`` came first)."""
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        names = shell.names
+        shell.consumer = FetchedAhead(names.prefix, {"task-events": 15, "observations": 1})
+        shell.tp_factory = TP
+        now = time.monotonic()
+        # the pipeline has put the observation (ts 2000) in the merge; task events 0..14 (ts from
+        # 1000) are fetched and wait in the batch it is working through
+        obs = Message(names.observations, 0, 0, 2_000)
+        shell.next_offset[("observations", 0)] = 1
+        shell.merger.push("observations", 0, 2_000, 0, obs, now)
+        await shell.learn_positions()
+        assert shell.merger.pop_ready(shell.caught_up, now) == []
+        events = [Message(names.task_events, 0, i, 1_000 + i) for i in range(15)]
+        for event in events:
+            shell.next_offset[("task-events", 0)] = event.offset + 1
+            shell.merger.push("task-events", 0, round(event.timestamp * 1000), event.offset, event, now)
+        assert shell.merger.pop_ready(shell.caught_up, now) == [*events, obs]
+
+    asyncio.run(main())
+
+
+def test_a_topic_with_nothing_to_read_does_not_hold_the_others(tmp_path: Path) -> None:
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        names = shell.names
+        consumer = FetchedAhead(names.prefix, {"observations": 1, "task-events": 40})
+        consumer._committed_offset[TP(names.task_events, 0)] = 40  # all of it processed before
+        shell.consumer, shell.tp_factory = consumer, TP
+        now = time.monotonic()
+        obs = Message(names.observations, 0, 0, 2_000)
+        shell.next_offset[("observations", 0)] = 1
+        shell.merger.push("observations", 0, 2_000, 0, obs, now)
+        await shell.learn_positions()
+        assert shell.merger.pop_ready(shell.caught_up, now) == [obs]
+
+    asyncio.run(main())
+
+
+def test_a_flush_acks_exactly_the_records_whose_writes_it_sent(tmp_path: Path) -> None:
+    """Two flushes at once (the pipeline and the merge timer): a record is never acked by a flush
+    that did not send its writes, and a rebalance between them drops what was not sent."""
+
+    async def main() -> None:
+        producer = SlowProducer()
+        released = Acked()
+        shell, lost = shell_over(tmp_path, producer, released)
+        shell.emit([Out("timeline", "dev-1", {"seq": 1})])
+        shell.unacked = ["event-1"]
+        first = asyncio.ensure_future(shell.flush())
+        await asyncio.sleep(0)
+        shell.emit([Out("timeline", "dev-1", {"seq": 2})])
+        shell.unacked.append("event-2")
+        second = asyncio.ensure_future(shell.flush())
+        await asyncio.sleep(0)
+        shell.drop_unflushed()  # a rebalance while the first flush is still sending
+        await asyncio.gather(first, second)
+        for fut in producer.futures:
+            fut.set_result(type("Meta", (), {"offset": 0})())
+        await asyncio.gather(*shell.acking)
+        sent = [orjson.loads(v) for _, _, records in producer.batches for _, v in records if v]
+        assert sent == [{"seq": 1}]
+        # event-2's writes were dropped unsent: it must not be acked (event-1's were sent, but
+        # across the rebalance: both are read again)
+        assert released.acked == []
+        assert lost == []
+
+    asyncio.run(main())
+
+
+class SlowProducer(HeldProducer):
+    """Hands a batch over in a few steps of the event loop, as a real producer may."""
+
+    async def send_batch(self, builder: Any, topic: str, *, partition: int) -> asyncio.Future[Any]:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return await super().send_batch(builder, topic, partition=partition)
+
+
+def test_a_batch_delivered_across_a_rebalance_is_read_again_not_acked(tmp_path: Path) -> None:
+    async def main() -> None:
+        producer = HeldProducer()
+        released = Acked()
+        shell, _ = shell_over(tmp_path, producer, released)
+        shell.emit([Out("timeline", "dev-1", {"seq": 1})])
+        shell.unacked = ["event-1"]
+        await shell.flush()
+        shell.drop_unflushed()  # the rebalance: faust seeks back to the committed offsets
+        for fut in producer.futures:
+            fut.set_result(type("Meta", (), {"offset": 0})())
+        await asyncio.gather(*shell.acking)
+        assert released.acked == []
+
+    asyncio.run(main())
+
+
+def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(tmp_path: Path) -> None:
+    """The claim goes out as the plan enters the merge; until a claim on its experience is read
+    back, the plan and the later records of its partition stay there (no popped record waits for
+    Kafka, so a rebalance meanwhile drops nothing the merge does not drop too)."""
+    from streams.claims import ClaimsReader
+    from tests.streams import Script
+    from tests.unit.test_claims import FakeLog
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        reader = ClaimsReader("unused:9", shell.names.claims)
+        reader.start_end = 0
+        claims_log = FakeLog(reader, delay_s=0.05)
+        shell.claims, shell.producer = reader, lambda: claims_log
+        script = Script(device_id="dev-1", prefix=shell.names.prefix)
+        script.start(experience_id="exp-1")
+        plan = script.records[0]
+        msg = Message(plan.topic, 0, 0, plan.ts)
+        msg.key, msg.value = plan.key, plan.value  # type: ignore[attr-defined]
+        later = Message(shell.names.observations, 0, 0, plan.ts + 10)
+        shell.claim(msg)
+        shell.merger.push("plans", 0, plan.ts, 0, msg, 0.0)
+        shell.merger.push("observations", 0, plan.ts + 10, 0, later, 0.0)
+        caught_up = lambda s, p: True  # noqa: E731 - every topic read to its end
+        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == []
+        await asyncio.sleep(0.01)
+        assert claims_log.records == [(b"exp-1", b"dev-1")]  # written, not read back yet
+        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == []
+        await asyncio.wait_for(asyncio.gather(*reader.tasks), 1)
+        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == [msg, later]
+        assert shell.claimed == {}
+
+    asyncio.run(main())
