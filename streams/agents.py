@@ -382,20 +382,16 @@ class PipelineShell:
             return
         if suffix is None:
             return
-        self.store.partition = partition
-        try:
-            done = self.processor.process(
-                self.store,
-                suffix,
-                msg.key,
-                msg.value,
-                source_topic=msg.topic,
-                partition=partition,
-                offset=int(msg.offset),
-                received_at_ms=received_at_ms,
-            )
-        finally:
-            self.store.partition = None
+        done = self.processor.process(
+            self.store.at(partition),
+            suffix,
+            msg.key,
+            msg.value,
+            source_topic=msg.topic,
+            partition=partition,
+            offset=int(msg.offset),
+            received_at_ms=received_at_ms,
+        )
         self.processed += 1
         if self.metrics is not None:
             self.tally.inputs[suffix] += 1
@@ -405,13 +401,6 @@ class PipelineShell:
         self.track(done, partition)
 
     def control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
-        self.store.partition = coords.partition
-        try:
-            self._control(raw, coords, received_at_ms)
-        finally:
-            self.store.partition = None
-
-    def _control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
         partition = coords.partition
         try:
             cmd = orjson.loads(raw)
@@ -442,10 +431,12 @@ class PipelineShell:
             self._bad_control(coords, f"op {op!r} without a usable {exc}")
             return
         if op == "confirm":
-            done = self.processor.confirm_quiet(self.store, device_id, now_ms, coords)
+            done = self.processor.confirm_quiet(self.store.at(partition), device_id, now_ms, coords)
             self.emit(done.outs)
         else:
-            done = self.processor.apply(self.store, device_id, trigger, verdict, etag, at_ms, coords)
+            done = self.processor.apply(
+                self.store.at(partition), device_id, trigger, verdict, etag, at_ms, coords
+            )
             self.emit(done.outs, trigger.received_at_ms)
         self.track(done, partition)
 
@@ -467,7 +458,7 @@ class PipelineShell:
         if next_cursor is not None:
             self.sweep_cursor[partition] = next_cursor
         for key in expired:
-            self.store.forget_seen(key)
+            self.store.forget_seen(key, partition)
         return len(expired)
 
     def rescan(self) -> int:
