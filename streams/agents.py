@@ -71,7 +71,7 @@ CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
 #: the timers ``register_agents`` declares
 TIMERS = ("guardian.merge", "guardian.positions", "guardian.confirm", "guardian.sweep", "guardian.gc")
-#: the cyclic garbage collector's view of the long-lived state (see ``collect_young_only``)
+#: the cyclic garbage collector's view of the long-lived state (see ``YoungOnlyCollector``)
 GC_FREEZE_EVERY_S = 5.0
 GC_FULL_EVERY_S = 600.0
 SWEEP_MAX_DELETES = 20_000
@@ -501,6 +501,155 @@ class PipelineShell:
         self.control_topic.send_soon(key=key.encode(), value=orjson.dumps(cmd), partition=partition)
 
 
+class PipelineTask:
+    """The ``guardian.pipeline`` task: drains the shell's inbox in batches, input records through
+    the per-partition timestamp merge (a plan claimed on its way in), and flushes when the inbox is
+    empty, a batch is due (``FLUSH_RECORDS`` records, or ``FLUSH_AFTER_S`` after its first), and
+    gives the event loop its turns between; :meth:`release_held` (the ``guardian.merge`` timer)
+    lets out what the merge held back."""
+
+    def __init__(self, app: Any, shell: PipelineShell) -> None:
+        self.app = app
+        self.shell = shell
+        self.merge_suffixes = set(INPUT_SUFFIXES)
+
+    def attach(self) -> None:
+        """Take what only exists once the app runs: the consumer, its committed offsets, the
+        producer, how a message is acked and what stops the worker."""
+        from faust.types import TP
+
+        app, shell, prefix = self.app, self.shell, self.shell.names.prefix
+        consumer = app.consumer
+        shell.consumer = consumer
+        shell.tp_factory = TP
+        shell.producer = faust_seam.aiokafka_producer(app)
+        committed_offsets = faust_seam.committed_offsets(consumer)
+
+        def committed(stream_key: str) -> int | None:
+            suffix, _, partition = stream_key.rpartition(":")
+            offset = committed_offsets.get(TP(prefix + suffix, int(partition)))
+            return None if offset is None else int(offset)
+
+        def ack(message: Any) -> None:
+            message.ack(consumer)
+
+        shell.store.committed = committed
+        shell.ack = ack
+        shell.on_lost = app.crash
+
+    def run(self, message: Any) -> None:
+        shell = self.shell
+        if not shell.unacked:
+            shell.batch_started = time.monotonic()
+        shell.handle(message)
+        shell.unacked.append(message)
+
+    async def run_ready(self) -> None:
+        """What the merge releases, in slices: a merge releasing a long-held backlog at once is
+        flushed as it goes (each slice is popped and processed without a pause, so the merge's
+        order holds)."""
+        shell = self.shell
+        while True:
+            ready = shell.merger.pop_ready(
+                shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
+            )
+            for message in ready:
+                self.run(message)
+            await shell.take_turns()
+            if len(ready) < FLUSH_RECORDS:
+                return
+
+    async def loop(self) -> None:
+        """The task's body."""
+        self.attach()
+        shell = self.shell
+        if shell.metrics is not None and shell.metrics.trace is not None:
+            shell.metrics.trace.start()
+        while True:
+            await shell.inbox_ready.wait()
+            generation = shell.generation
+            for message in shell.take_inbox():
+                if shell.generation != generation:
+                    break  # a rebalance came during a flush: the rest is read again after it
+                suffix = shell.names.suffix_of(message.topic)
+                if suffix in self.merge_suffixes:
+                    assert suffix is not None
+                    self.merge(suffix, message)
+                    await self.run_ready()
+                else:
+                    self.run(message)
+                await shell.take_turns()
+            # natural batching: flush when the pipeline has caught up with what was fetched
+            if shell.unacked:
+                await shell.flush()
+
+    def merge(self, suffix: str, message: Any) -> None:
+        """An input record into the merge (a plan claims its experience on its way in)."""
+        shell = self.shell
+        partition = int(message.partition)
+        if shell.metrics is not None and shell.metrics.trace is not None:
+            shell.metrics.trace.pushed(message)
+        shell.next_offset[(suffix, partition)] = int(message.offset) + 1
+        if suffix == "plans":
+            shell.claim(message)
+        shell.merger.push(
+            suffix,
+            partition,
+            round(message.timestamp * 1000),
+            int(message.offset),
+            message,
+            time.monotonic(),
+        )
+
+    async def release_held(self) -> None:
+        shell = self.shell
+        if len(shell.merger) and shell.ack is not None:
+            await self.run_ready()
+            if shell.unacked:
+                await shell.flush()
+
+
+class QuietDevices:
+    """The ``guardian.confirm`` timer: after table recovery it rescans the local devices once (per
+    assignment), then asks, through ``control``, to confirm the devices whose pending change is due."""
+
+    def __init__(self, app: Any, shell: PipelineShell) -> None:
+        self.app = app
+        self.shell = shell
+        #: the local devices were rescanned since the last rebalance
+        self.scanned = False
+
+    async def confirm(self) -> None:
+        shell = self.shell
+        if not self.scanned and faust_seam.recovery_completed(self.app):
+            self.scanned = True
+            shell.rescan()
+        for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
+            shell.send_control(
+                partition, device_id, {"op": "confirm", "device_id": device_id, "now_ms": now_ms}
+            )
+
+
+class YoungOnlyCollector:
+    """The ``guardian.gc`` timer. The state cache keeps ~10^6 long-lived objects whose replacements
+    keep arriving, so Python's full collections came every few seconds and each stopped the stream
+    (for how long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by
+    reference counting). Freezing moves what exists now out of the collector's sight: collections
+    scan only what is newer. Every ``GC_FULL_EVERY_S`` everything is collected once (one such
+    pause)."""
+
+    def __init__(self) -> None:
+        self.last_full = time.monotonic()
+
+    async def collect(self) -> None:
+        now = time.monotonic()
+        if now - self.last_full >= GC_FULL_EVERY_S:
+            self.last_full = now
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()
+
+
 def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     """Declare the pipeline (fed by faust's conductor, see ``streams.faust_seam``) and its timers on
     ``app``; returns the names of what is registered."""
@@ -520,107 +669,12 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.topics.add(inputs)
     app.topics.route(set(inputs.topics), shell.receive)
 
-    merge_suffixes = set(INPUT_SUFFIXES)
-
-    async def run_ready() -> None:
-        # in slices: a merge releasing a long-held backlog at once is flushed as it goes (each
-        # slice is popped and processed without a pause, so the merge's order holds)
-        while True:
-            ready = shell.merger.pop_ready(
-                shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
-            )
-            for message in ready:
-                run(message)
-            await shell.take_turns()
-            if len(ready) < FLUSH_RECORDS:
-                return
-
-    def run(message: Any) -> None:
-        if not shell.unacked:
-            shell.batch_started = time.monotonic()
-        shell.handle(message)
-        shell.unacked.append(message)
-
-    def attach() -> None:
-        shell.consumer = app.consumer
-        from faust.types import TP
-
-        shell.tp_factory = TP
-        shell.producer = faust_seam.aiokafka_producer(app)
-        consumer = app.consumer
-        committed_offsets = faust_seam.committed_offsets(consumer)
-
-        def committed(stream_key: str) -> int | None:
-            suffix, _, partition = stream_key.rpartition(":")
-            offset = committed_offsets.get(TP(names.prefix + suffix, int(partition)))
-            return None if offset is None else int(offset)
-
-        def ack(message: Any) -> None:
-            message.ack(consumer)
-
-        shell.store.committed = committed
-        shell.ack = ack
-        shell.on_lost = app.crash
-
-    async def pipeline() -> None:
-        attach()
-        if shell.metrics is not None and shell.metrics.trace is not None:
-            shell.metrics.trace.start()
-        while True:
-            await shell.inbox_ready.wait()
-            generation = shell.generation
-            for message in shell.take_inbox():
-                if shell.generation != generation:
-                    break  # a rebalance came during a flush: the rest is read again after it
-                suffix = names.suffix_of(message.topic)
-                if suffix in merge_suffixes:
-                    assert suffix is not None
-                    partition = int(message.partition)
-                    if shell.metrics is not None and shell.metrics.trace is not None:
-                        shell.metrics.trace.pushed(message)
-                    shell.next_offset[(suffix, partition)] = int(message.offset) + 1
-                    if suffix == "plans":
-                        shell.claim(message)
-                    shell.merger.push(
-                        suffix,
-                        partition,
-                        round(message.timestamp * 1000),
-                        int(message.offset),
-                        message,
-                        time.monotonic(),
-                    )
-                    await run_ready()
-                else:
-                    run(message)
-                await shell.take_turns()
-            # natural batching: flush when the pipeline has caught up with what was fetched
-            if shell.unacked:
-                await shell.flush()
-
-    app.task(pipeline)
-
-    async def release_held() -> None:
-        if len(shell.merger) and shell.ack is not None:
-            await run_ready()
-            if shell.unacked:
-                await shell.flush()
-
-    app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
-
+    pipeline = PipelineTask(app, shell)
+    quiet = QuietDevices(app, shell)
+    app.task(pipeline.loop)
+    app.timer(MERGE_TICK_S, name="guardian.merge")(pipeline.release_held)
     app.timer(0.2, name="guardian.positions")(shell.learn_positions)
-
-    scanned: list[bool] = [False]
-
-    async def confirm_quiet_devices() -> None:
-        if not scanned[0] and faust_seam.recovery_completed(app):
-            scanned[0] = True
-            shell.rescan()
-        for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
-            shell.send_control(
-                partition, device_id, {"op": "confirm", "device_id": device_id, "now_ms": now_ms}
-            )
-
-    app.timer(CONFIRM_EVERY_S, name="guardian.confirm")(confirm_quiet_devices)
+    app.timer(CONFIRM_EVERY_S, name="guardian.confirm")(quiet.confirm)
 
     async def sweep_dedup_memory() -> None:
         for partition in sorted(shell.stream_time):
@@ -629,7 +683,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.timer(shell.sweep_every_s, name="guardian.sweep")(sweep_dedup_memory)
 
     def on_rebalance(*_: Any, **__: Any) -> None:
-        scanned[0] = False
+        quiet.scanned = False
         shell.store.clear_cache()
         # held records were never acked: their new owner (or this worker again) re-reads them
         shell.merger.drain()
@@ -649,23 +703,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         faust_seam.set_producer_buffer(app, PRODUCER_BUFFER_MESSAGES)
 
     app.task(quiet_root_logger)
-
-    last_full = [time.monotonic()]
-
-    async def collect_young_only() -> None:
-        # The state cache keeps ~10^6 long-lived objects whose replacements keep arriving, so
-        # Python's full collections came every few seconds and each stopped the stream (for how
-        # long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by reference
-        # counting). Freezing moves what exists now out of the collector's sight: collections scan
-        # only what is newer. Every GC_FULL_EVERY_S everything is collected once (one such pause).
-        now = time.monotonic()
-        if now - last_full[0] >= GC_FULL_EVERY_S:
-            last_full[0] = now
-            gc.unfreeze()
-            gc.collect()
-        gc.freeze()
-
-    app.timer(GC_FREEZE_EVERY_S, name="guardian.gc")(collect_young_only)
+    app.timer(GC_FREEZE_EVERY_S, name="guardian.gc")(YoungOnlyCollector().collect)
     return ["guardian.pipeline", *TIMERS]
 
 
@@ -703,8 +741,8 @@ def restore_log_level(root: logging.Logger) -> None:
     ``faust.Worker`` adds a spinner handler at DEBUG and lowers the root logger to DEBUG, so every
     ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
     advances a spinner: a noticeable share of a busy worker's CPU (docs/PERFORMANCE.md). The root
-    level goes back to the lowest
-    level of the other handlers (the configured ``--loglevel``); what is logged does not change."""
+    level goes back to the lowest level of the other handlers (the configured ``--loglevel``); what
+    is logged does not change."""
     levels = [h.level for h in root.handlers if not faust_seam.is_spinner_handler(h) and h.level]
     if levels and root.level < min(levels):
         root.setLevel(min(levels))
