@@ -106,18 +106,18 @@ def test_a_flush_acks_exactly_the_records_whose_writes_it_sent(tmp_path: Path) -
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
-        shell.unacked = ["event-1"]
+        shell.batch.unacked = ["event-1"]
         first = asyncio.ensure_future(shell.flush())
         await asyncio.sleep(0)
         shell.emit([Out("timeline", "dev-1", {"seq": 2})])
-        shell.unacked.append("event-2")
+        shell.batch.unacked.append("event-2")
         second = asyncio.ensure_future(shell.flush())
         await asyncio.sleep(0)
         shell.drop_unflushed()  # a rebalance while the first flush is still sending
         await asyncio.gather(first, second)
         for fut in producer.futures:
             fut.set_result(type("Meta", (), {"offset": 0})())
-        await asyncio.gather(*shell.acking)
+        await asyncio.gather(*shell.batch.acking)
         sent = [orjson.loads(v) for _, _, records in producer.batches for _, v in records if v]
         assert sent == [{"seq": 1}]
         # event-2's writes were dropped unsent: it must not be acked (event-1's were sent, but
@@ -143,12 +143,12 @@ def test_a_batch_delivered_across_a_rebalance_is_read_again_not_acked(tmp_path: 
         released = Acked()
         shell, _ = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
-        shell.unacked = ["event-1"]
+        shell.batch.unacked = ["event-1"]
         await shell.flush()
         shell.drop_unflushed()  # the rebalance: faust seeks back to the committed offsets
         for fut in producer.futures:
             fut.set_result(type("Meta", (), {"offset": 0})())
-        await asyncio.gather(*shell.acking)
+        await asyncio.gather(*shell.batch.acking)
         assert released.acked == []
 
     asyncio.run(main())
@@ -167,7 +167,7 @@ def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(
         reader = ClaimsReader("unused:9", shell.names.claims)
         reader.start_end = 0
         claims_log = FakeLog(reader, delay_s=0.05)
-        shell.claims, shell.producer = reader, lambda: claims_log
+        shell.claims, shell.batch.producer = reader, lambda: claims_log
         script = Script(device_id="dev-1", prefix=shell.names.prefix)
         script.start(experience_id="exp-1")
         plan = script.records[0]
