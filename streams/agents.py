@@ -3,18 +3,19 @@
 faust consumes the four input topics and the internal ``control`` topic (all co-partitioned by
 ``device_id``) as a consumer group, and its conductor hands their messages to the shell's inbox
 (``streams.faust_seam.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
-commits). The ``guardian.pipeline`` task drains the inbox in batches: each record goes through the
-per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
-:class:`tables.store.faust_tables.FaustStore`, whose writes and the outputs collect in
-:class:`tables.store.writes.PendingWrites`. When the inbox is empty (or after ``FLUSH_RECORDS`` records)
-the batch is flushed: RocksDB first, then one Kafka batch per changelog and output topic-partition
-on faust's own producer; the batch's messages are acked once all of it is delivered, so an offset
-is never committed ahead of what it caused. A crash replays records whose outputs may already be
-out: their IDs derive from their causes, and the device's state remembers the outputs of its
-uncommitted records, so a replay reproduces the same records.
+commits). The ``guardian.pipeline`` task (:class:`PipelineTask`) drains the inbox in batches: each
+record goes through the per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
+:class:`tables.store.faust_tables.FaustStore` (the record's partition of it, ``store.at(partition)``),
+whose writes and the outputs collect in :class:`tables.store.writes.PendingWrites`. When the inbox
+is empty (or the batch is due) the batch is flushed: RocksDB first, then one Kafka batch per
+changelog and output topic-partition on faust's own producer; the batch's messages are acked once
+all of it is delivered (:class:`CommitBatch`, the commit protocol), so an offset is never committed
+ahead of what it caused. A crash replays records whose outputs may already be out: their IDs derive
+from their causes, and the device's state remembers the outputs of its uncommitted records, so a
+replay reproduces the same records.
 
-Two timers turn wall-clock time into records on ``control`` (so their effects happen in stream
-context, durably and in order with the device's records):
+Two timers (:class:`QuietDevices` and the sweep) turn wall-clock time into records on ``control``
+(so their effects happen in stream context, durably and in order with the device's records):
 
 - ``confirm``: a quiet device's pending debounce change whose window has passed
   (docs/CONTRACTS.md §4.3 step 7), or its plan's precondition deadline (§9.4);
@@ -46,6 +47,7 @@ from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
 from tables.state import Trigger
 from tables.store.faust_tables import SEP, FaustStore, GuardianTables
+from tables.store.writes import PendingWrites
 from topics.envelope import Coords, Out
 from topics.gate import Admitted
 from topics.names import INPUT_SUFFIXES, TopicNames
@@ -71,13 +73,133 @@ CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
 #: the timers ``register_agents`` declares
 TIMERS = ("guardian.merge", "guardian.positions", "guardian.confirm", "guardian.sweep", "guardian.gc")
-#: the cyclic garbage collector's view of the long-lived state (see ``collect_young_only``)
+#: the cyclic garbage collector's view of the long-lived state (see ``YoungOnlyCollector``)
 GC_FREEZE_EVERY_S = 5.0
 GC_FULL_EVERY_S = 600.0
 SWEEP_MAX_DELETES = 20_000
 SWEEP_MAX_SCAN = 100_000
 
 VerdictSink = Callable[[str, int, Trigger, int], None]
+
+
+@dataclass
+class CommitBatch:
+    """The commit protocol: the messages processed since the last flush, whose table writes and
+    outputs wait in ``writes``, and their tally.
+
+    A flush (:meth:`flush`, one at a time) takes the messages and their writes in the same instant,
+    writes RocksDB at once and hands the batch to the producer behind the stream; the messages are
+    acked (released to faust's consumer, which commits) only once Kafka has every batch of it, and
+    only if no rebalance came meanwhile (``generation``). A delivery that fails after the
+    producer's retries stops the worker (``on_lost``: its input is then read again). A rebalance
+    drops what was not flushed (:meth:`discard`)."""
+
+    writes: PendingWrites
+    #: the worker's Prometheus metrics (None: not counted, e.g. unit tests)
+    metrics: GuardianMetrics | None = None
+    #: the running aiokafka producer (faust's own, so its flush before a commit covers our batches;
+    #: the experience claims go out on it too)
+    producer: Callable[[], Any] | None = None
+    #: releases a message to faust's consumer (its offset may then be committed)
+    ack: Callable[[Any], None] | None = None
+    #: called when a batch could not be delivered (the worker must stop: its input is not acked)
+    on_lost: Callable[[BaseException], Any] | None = None
+    #: processed messages whose writes and outputs are not flushed yet
+    unacked: list[Any] = field(default_factory=list)
+    #: when the first of ``unacked`` was handled (monotonic)
+    started: float = 0.0
+    #: what the batch being built read and produced (counted once it is delivered)
+    tally: BatchTally = field(default_factory=BatchTally)
+    #: tasks acking flushed messages once their batches are delivered
+    acking: set[asyncio.Task[None]] = field(default_factory=set)
+    #: one flush at a time: a flush takes its messages and their writes in the same instant, so it
+    #: acks exactly the records whose effects it sent
+    flushing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: counts rebalances: a batch taken before one acks nothing after one (and the pipeline does
+    #: not process further what it took from the inbox before one)
+    generation: int = 0
+
+    def __len__(self) -> int:
+        return len(self.unacked)
+
+    def open(self) -> None:
+        """A message is about to be handled: the batch's clock starts at its first."""
+        if not self.unacked:
+            self.started = time.monotonic()
+
+    def add(self, message: Any) -> None:
+        """A message handled: its writes and outputs are in the batch."""
+        self.unacked.append(message)
+
+    def due(self) -> bool:
+        """Is the batch to be flushed now (full, or its first record waited long)?"""
+        unacked = self.unacked
+        return len(unacked) >= FLUSH_RECORDS or (
+            bool(unacked) and time.monotonic() - self.started >= FLUSH_AFTER_S
+        )
+
+    async def flush(self) -> None:
+        """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
+
+        The messages and the pending writes are taken together, with no pause between (the writes'
+        own flush takes them before its first await): whatever a rebalance drops meanwhile
+        (:meth:`discard`) is neither sent nor acked, and is read again."""
+        if self.producer is None or self.ack is None:
+            raise RuntimeError("the shell has no producer yet")
+        async with self.flushing:
+            generation = self.generation
+            messages, self.unacked = self.unacked, []
+            tally, self.tally = self.tally, BatchTally()
+            started = time.monotonic()
+            flush_at = time.time()
+            try:
+                futures = await self.writes.flush_behind(self.producer())
+            except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
+                await self._lost(exc)
+                raise
+        tally.sent_at = (flush_at, time.time())
+        if not futures:
+            self._delivered(messages, tally, started, generation)
+        else:
+            task = asyncio.ensure_future(
+                self._ack_when_delivered(futures, messages, tally, started, generation)
+            )
+            self.acking.add(task)
+            task.add_done_callback(self.acking.discard)
+
+    async def _ack_when_delivered(
+        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float, generation: int
+    ) -> None:
+        try:
+            await asyncio.gather(*futures)
+        except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
+            await self._lost(exc)
+            return
+        self._delivered(messages, tally, started, generation)
+
+    def _delivered(self, messages: list[Any], tally: BatchTally, started: float, generation: int) -> None:
+        assert self.ack is not None
+        if generation == self.generation:
+            for message in messages:
+                self.ack(message)
+        # else: delivered across a rebalance; faust restarts from the committed offsets, so the
+        # records are read again (their outputs come back identical from the state): acking them
+        # now would commit past records this generation has not been given yet
+        if self.metrics is not None:
+            self.metrics.delivered(tally, len(messages), time.monotonic() - started, time.time())
+
+    async def _lost(self, exc: BaseException) -> None:
+        log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
+        if self.on_lost is not None:
+            await self.on_lost(exc)
+
+    def discard(self) -> None:
+        """A rebalance: a new generation, and what was processed and not flushed is forgotten
+        (nothing of it left the worker)."""
+        self.generation += 1
+        self.unacked.clear()
+        self.tally = BatchTally()
+        self.writes.discard()
 
 
 @dataclass
@@ -114,33 +236,14 @@ class PipelineShell:
     consumer: Any = None
     sweep_every_s: float = SWEEP_EVERY_S
     tp_factory: Callable[[str, int], Any] | None = None
-    #: the running aiokafka producer (faust's own, so its flush before a commit covers our batches)
-    producer: Callable[[], Any] | None = None
-    #: called when a batch could not be delivered (the worker must stop: its input is not acked)
-    on_lost: Callable[[BaseException], Any] | None = None
-    #: processed messages whose writes and outputs are not flushed yet
-    unacked: list[Any] = field(default_factory=list)
-    #: when the first of ``unacked`` was handled (monotonic)
-    batch_started: float = 0.0
     #: when the pipeline last gave the event loop a turn (monotonic)
     yielded_at: float = 0.0
-    #: tasks acking flushed messages once their batches are delivered
-    acking: set[asyncio.Task[None]] = field(default_factory=set)
-    #: releases a message to faust's consumer (its offset may then be committed)
-    ack: Callable[[Any], None] | None = None
-    #: one flush at a time: a flush takes its messages and their writes in the same instant, so it
-    #: acks exactly the records whose effects it sent
-    flushing: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: messages handed over by faust's conductor, not processed yet
     inbox: list[Any] = field(default_factory=list)
     inbox_ready: asyncio.Event = field(default_factory=asyncio.Event)
     inbox_room: asyncio.Event = field(default_factory=asyncio.Event)
-    #: counts rebalances: a batch taken before one is not processed further after one
-    generation: int = 0
     #: the worker's Prometheus metrics (None: not counted, e.g. unit tests)
     metrics: GuardianMetrics | None = None
-    #: what the batch being built read and produced (counted once it is delivered)
-    tally: BatchTally = field(default_factory=BatchTally)
     #: the worker's readiness (``streams.health.Readiness``; None outside a worker)
     readiness: Any = None
     #: the experience claims (``streams.claims``): a plan goes through the merge only once its
@@ -149,6 +252,11 @@ class PipelineShell:
     claims: ClaimsReader | None = None
     #: (partition, offset) of a plan in the merge -> (its experience, its device) (admitted plans)
     claimed: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    #: the batch being built and its commit protocol (over the store's pending writes)
+    batch: CommitBatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.batch = CommitBatch(self.store.writes, metrics=self.metrics)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""
@@ -209,7 +317,7 @@ class PipelineShell:
             key = out.key.encode() if out.key is not None else None
             send(self.out_topics[out.kind], key, orjson.dumps(out.value))
         if self.metrics is not None and outs:
-            self.tally.outs(outs, trigger_received_ms)
+            self.batch.tally.outs(outs, trigger_received_ms)
 
     async def receive(self, message: Any) -> None:
         """A message from faust's conductor (input topics and ``control``): into the inbox; waits
@@ -222,16 +330,9 @@ class PipelineShell:
             self.inbox_room.clear()
             await self.inbox_room.wait()
 
-    def batch_due(self) -> bool:
-        """Is the batch being built to be flushed now (full, or its first record waited long)?"""
-        unacked = self.unacked
-        return len(unacked) >= FLUSH_RECORDS or (
-            bool(unacked) and time.monotonic() - self.batch_started >= FLUSH_AFTER_S
-        )
-
     async def take_turns(self) -> None:
         """Flush a due batch; else give the event loop a turn if the pipeline has not for a while."""
-        if self.batch_due():
+        if self.batch.due():
             await self.flush()
         elif time.monotonic() - self.yielded_at >= YIELD_EVERY_S:
             self.yielded_at = time.monotonic()
@@ -244,73 +345,19 @@ class PipelineShell:
         return batch
 
     async def flush(self) -> None:
-        """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
-
-        The messages and the pending writes are taken together, with no pause between (the writes'
-        own flush takes them before its first await): whatever a rebalance drops meanwhile
-        (``drop_unflushed``) is neither sent nor acked, and is read again."""
-        if self.producer is None or self.ack is None:
-            raise RuntimeError("the shell has no producer yet")
-        async with self.flushing:
-            generation = self.generation
-            messages, self.unacked = self.unacked, []
-            tally, self.tally = self.tally, BatchTally()
-            started = time.monotonic()
-            flush_at = time.time()
-            try:
-                futures = await self.store.writes.flush_behind(self.producer())
-            except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
-                await self._lost(exc)
-                raise
-        tally.sent_at = (flush_at, time.time())
-        if not futures:
-            self._delivered(messages, tally, started, generation)
-        else:
-            task = asyncio.ensure_future(
-                self._ack_when_delivered(futures, messages, tally, started, generation)
-            )
-            self.acking.add(task)
-            task.add_done_callback(self.acking.discard)
-        # the event loop's turn: the batch went to the producer without a pause, and a backlog is
-        # processed batch after batch, so without this the fetcher, the producer's sender and the
-        # acks would wait for the whole backlog (seconds of stalls, measured)
+        """Flush the batch (:meth:`CommitBatch.flush`), then give the event loop its turn: the batch
+        went to the producer without a pause, and a backlog is processed batch after batch, so
+        without this the fetcher, the producer's sender and the acks would wait for the whole
+        backlog (seconds of stalls, measured)."""
+        await self.batch.flush()
         self.yielded_at = time.monotonic()
         await asyncio.sleep(0)
-
-    async def _ack_when_delivered(
-        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float, generation: int
-    ) -> None:
-        try:
-            await asyncio.gather(*futures)
-        except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
-            await self._lost(exc)
-            return
-        self._delivered(messages, tally, started, generation)
-
-    def _delivered(self, messages: list[Any], tally: BatchTally, started: float, generation: int) -> None:
-        assert self.ack is not None
-        if generation == self.generation:
-            for message in messages:
-                self.ack(message)
-        # else: delivered across a rebalance; faust restarts from the committed offsets, so the
-        # records are read again (their outputs come back identical from the state): acking them
-        # now would commit past records this generation has not been given yet
-        if self.metrics is not None:
-            self.metrics.delivered(tally, len(messages), time.monotonic() - started, time.time())
-
-    async def _lost(self, exc: BaseException) -> None:
-        log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
-        if self.on_lost is not None:
-            await self.on_lost(exc)
 
     def drop_unflushed(self) -> None:
         """Forget received and processed, unflushed records (a rebalance): nothing of them left the
         worker, and being unacked they are read again by whoever owns their partition next."""
-        self.generation += 1
+        self.batch.discard()
         self.take_inbox()
-        self.unacked.clear()
-        self.tally = BatchTally()
-        self.store.writes.discard()
 
     def claim(self, msg: Any) -> None:
         """A plan entering the merge: if the gate admits it and no claim on its experience has been
@@ -333,10 +380,11 @@ class PipelineShell:
         plan = verdict.record
         if self.claims.settled(plan.experience_id):
             return
-        if self.producer is None:
+        producer = self.batch.producer
+        if producer is None:
             raise RuntimeError("the shell has no producer yet")
         self.claimed[(int(msg.partition), int(msg.offset))] = (plan.experience_id, plan.device_id)
-        self.claims.request(self.producer, plan.experience_id, plan.device_id)
+        self.claims.request(producer, plan.experience_id, plan.device_id)
 
     def unsettled(self, msg: Any) -> bool:
         """Must this record stay in the merge (a plan whose experience has no settled owner yet)?"""
@@ -348,10 +396,10 @@ class PipelineShell:
             return False
         experience_id, device_id = claim
         if not self.claims.settled(experience_id):
-            if self.producer is not None:
+            if self.batch.producer is not None:
                 # claimed again if its claim's task ended without settling it (never a plan
                 # waiting on nothing)
-                self.claims.request(self.producer, experience_id, device_id)
+                self.claims.request(self.batch.producer, experience_id, device_id)
             return True
         del self.claimed[key]
         return False
@@ -382,36 +430,25 @@ class PipelineShell:
             return
         if suffix is None:
             return
-        self.store.partition = partition
-        try:
-            done = self.processor.process(
-                self.store,
-                suffix,
-                msg.key,
-                msg.value,
-                source_topic=msg.topic,
-                partition=partition,
-                offset=int(msg.offset),
-                received_at_ms=received_at_ms,
-            )
-        finally:
-            self.store.partition = None
+        done = self.processor.process(
+            self.store.at(partition),
+            suffix,
+            msg.key,
+            msg.value,
+            source_topic=msg.topic,
+            partition=partition,
+            offset=int(msg.offset),
+            received_at_ms=received_at_ms,
+        )
         self.processed += 1
         if self.metrics is not None:
-            self.tally.inputs[suffix] += 1
+            self.batch.tally.inputs[suffix] += 1
             if self.metrics.trace is not None:
-                self.tally.trace(self.metrics.trace.handled(msg, done.outs))
+                self.batch.tally.trace(self.metrics.trace.handled(msg, done.outs))
         self.emit(done.outs, received_at_ms)
         self.track(done, partition)
 
     def control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
-        self.store.partition = coords.partition
-        try:
-            self._control(raw, coords, received_at_ms)
-        finally:
-            self.store.partition = None
-
-    def _control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
         partition = coords.partition
         try:
             cmd = orjson.loads(raw)
@@ -442,10 +479,12 @@ class PipelineShell:
             self._bad_control(coords, f"op {op!r} without a usable {exc}")
             return
         if op == "confirm":
-            done = self.processor.confirm_quiet(self.store, device_id, now_ms, coords)
+            done = self.processor.confirm_quiet(self.store.at(partition), device_id, now_ms, coords)
             self.emit(done.outs)
         else:
-            done = self.processor.apply(self.store, device_id, trigger, verdict, etag, at_ms, coords)
+            done = self.processor.apply(
+                self.store.at(partition), device_id, trigger, verdict, etag, at_ms, coords
+            )
             self.emit(done.outs, trigger.received_at_ms)
         self.track(done, partition)
 
@@ -467,7 +506,7 @@ class PipelineShell:
         if next_cursor is not None:
             self.sweep_cursor[partition] = next_cursor
         for key in expired:
-            self.store.forget_seen(key)
+            self.store.forget_seen(key, partition)
         return len(expired)
 
     def rescan(self) -> int:
@@ -510,6 +549,154 @@ class PipelineShell:
         self.control_topic.send_soon(key=key.encode(), value=orjson.dumps(cmd), partition=partition)
 
 
+class PipelineTask:
+    """The ``guardian.pipeline`` task: drains the shell's inbox in batches, input records through
+    the per-partition timestamp merge (a plan claimed on its way in), and flushes when the inbox is
+    empty, a batch is due (``FLUSH_RECORDS`` records, or ``FLUSH_AFTER_S`` after its first), and
+    gives the event loop its turns between; :meth:`release_held` (the ``guardian.merge`` timer)
+    lets out what the merge held back."""
+
+    def __init__(self, app: Any, shell: PipelineShell) -> None:
+        self.app = app
+        self.shell = shell
+        self.merge_suffixes = set(INPUT_SUFFIXES)
+
+    def attach(self) -> None:
+        """Take what only exists once the app runs: the consumer, its committed offsets, the
+        producer, how a message is acked and what stops the worker."""
+        from faust.types import TP
+
+        app, shell, prefix = self.app, self.shell, self.shell.names.prefix
+        consumer = app.consumer
+        shell.consumer = consumer
+        shell.tp_factory = TP
+        shell.batch.producer = faust_seam.aiokafka_producer(app)
+        committed_offsets = faust_seam.committed_offsets(consumer)
+
+        def committed(stream_key: str) -> int | None:
+            suffix, _, partition = stream_key.rpartition(":")
+            offset = committed_offsets.get(TP(prefix + suffix, int(partition)))
+            return None if offset is None else int(offset)
+
+        def ack(message: Any) -> None:
+            message.ack(consumer)
+
+        shell.store.committed = committed
+        shell.batch.ack = ack
+        shell.batch.on_lost = app.crash
+
+    def run(self, message: Any) -> None:
+        batch = self.shell.batch
+        batch.open()
+        self.shell.handle(message)
+        batch.add(message)
+
+    async def run_ready(self) -> None:
+        """What the merge releases, in slices: a merge releasing a long-held backlog at once is
+        flushed as it goes (each slice is popped and processed without a pause, so the merge's
+        order holds)."""
+        shell = self.shell
+        while True:
+            ready = shell.merger.pop_ready(
+                shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
+            )
+            for message in ready:
+                self.run(message)
+            await shell.take_turns()
+            if len(ready) < FLUSH_RECORDS:
+                return
+
+    async def loop(self) -> None:
+        """The task's body."""
+        self.attach()
+        shell = self.shell
+        if shell.metrics is not None and shell.metrics.trace is not None:
+            shell.metrics.trace.start()
+        while True:
+            await shell.inbox_ready.wait()
+            generation = shell.batch.generation
+            for message in shell.take_inbox():
+                if shell.batch.generation != generation:
+                    break  # a rebalance came during a flush: the rest is read again after it
+                suffix = shell.names.suffix_of(message.topic)
+                if suffix in self.merge_suffixes:
+                    assert suffix is not None
+                    self.merge(suffix, message)
+                    await self.run_ready()
+                else:
+                    self.run(message)
+                await shell.take_turns()
+            # natural batching: flush when the pipeline has caught up with what was fetched
+            if len(shell.batch):
+                await shell.flush()
+
+    def merge(self, suffix: str, message: Any) -> None:
+        """An input record into the merge (a plan claims its experience on its way in)."""
+        shell = self.shell
+        partition = int(message.partition)
+        if shell.metrics is not None and shell.metrics.trace is not None:
+            shell.metrics.trace.pushed(message)
+        shell.next_offset[(suffix, partition)] = int(message.offset) + 1
+        if suffix == "plans":
+            shell.claim(message)
+        shell.merger.push(
+            suffix,
+            partition,
+            round(message.timestamp * 1000),
+            int(message.offset),
+            message,
+            time.monotonic(),
+        )
+
+    async def release_held(self) -> None:
+        shell = self.shell
+        if len(shell.merger) and shell.batch.ack is not None:
+            await self.run_ready()
+            if len(shell.batch):
+                await shell.flush()
+
+
+class QuietDevices:
+    """The ``guardian.confirm`` timer: after table recovery it rescans the local devices once (per
+    assignment), then asks, through ``control``, to confirm the devices whose pending change is due."""
+
+    def __init__(self, app: Any, shell: PipelineShell) -> None:
+        self.app = app
+        self.shell = shell
+        #: the local devices were rescanned since the last rebalance
+        self.scanned = False
+
+    async def confirm(self) -> None:
+        shell = self.shell
+        if not self.scanned and faust_seam.recovery_completed(self.app):
+            self.scanned = True
+            shell.rescan()
+        for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
+            shell.send_control(
+                partition, device_id, {"op": "confirm", "device_id": device_id, "now_ms": now_ms}
+            )
+
+
+class YoungOnlyCollector:
+    """The ``guardian.gc`` timer. The state cache keeps ~10^6 long-lived objects whose replacements
+    keep arriving, so Python's full collections came every few seconds and each stopped the stream
+    (for how long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by
+    reference counting). Freezing moves what exists now out of the collector's sight: collections
+    scan only what is newer. Every ``GC_FULL_EVERY_S`` everything is collected once (one such
+    pause)."""
+
+    def __init__(self) -> None:
+        self.last_full = time.monotonic()
+
+    async def collect(self) -> None:
+        now = time.monotonic()
+        if now - self.last_full >= GC_FULL_EVERY_S:
+            self.last_full = now
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()
+
+
 def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     """Declare the pipeline (fed by faust's conductor, see ``streams.faust_seam``) and its timers on
     ``app``; returns the names of what is registered."""
@@ -529,107 +716,12 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.topics.add(inputs)
     app.topics.route(set(inputs.topics), shell.receive)
 
-    merge_suffixes = set(INPUT_SUFFIXES)
-
-    async def run_ready() -> None:
-        # in slices: a merge releasing a long-held backlog at once is flushed as it goes (each
-        # slice is popped and processed without a pause, so the merge's order holds)
-        while True:
-            ready = shell.merger.pop_ready(
-                shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
-            )
-            for message in ready:
-                run(message)
-            await shell.take_turns()
-            if len(ready) < FLUSH_RECORDS:
-                return
-
-    def run(message: Any) -> None:
-        if not shell.unacked:
-            shell.batch_started = time.monotonic()
-        shell.handle(message)
-        shell.unacked.append(message)
-
-    def attach() -> None:
-        shell.consumer = app.consumer
-        from faust.types import TP
-
-        shell.tp_factory = TP
-        shell.producer = faust_seam.aiokafka_producer(app)
-        consumer = app.consumer
-        committed_offsets = faust_seam.committed_offsets(consumer)
-
-        def committed(stream_key: str) -> int | None:
-            suffix, _, partition = stream_key.rpartition(":")
-            offset = committed_offsets.get(TP(names.prefix + suffix, int(partition)))
-            return None if offset is None else int(offset)
-
-        def ack(message: Any) -> None:
-            message.ack(consumer)
-
-        shell.store.committed = committed
-        shell.ack = ack
-        shell.on_lost = app.crash
-
-    async def pipeline() -> None:
-        attach()
-        if shell.metrics is not None and shell.metrics.trace is not None:
-            shell.metrics.trace.start()
-        while True:
-            await shell.inbox_ready.wait()
-            generation = shell.generation
-            for message in shell.take_inbox():
-                if shell.generation != generation:
-                    break  # a rebalance came during a flush: the rest is read again after it
-                suffix = names.suffix_of(message.topic)
-                if suffix in merge_suffixes:
-                    assert suffix is not None
-                    partition = int(message.partition)
-                    if shell.metrics is not None and shell.metrics.trace is not None:
-                        shell.metrics.trace.pushed(message)
-                    shell.next_offset[(suffix, partition)] = int(message.offset) + 1
-                    if suffix == "plans":
-                        shell.claim(message)
-                    shell.merger.push(
-                        suffix,
-                        partition,
-                        round(message.timestamp * 1000),
-                        int(message.offset),
-                        message,
-                        time.monotonic(),
-                    )
-                    await run_ready()
-                else:
-                    run(message)
-                await shell.take_turns()
-            # natural batching: flush when the pipeline has caught up with what was fetched
-            if shell.unacked:
-                await shell.flush()
-
-    app.task(pipeline)
-
-    async def release_held() -> None:
-        if len(shell.merger) and shell.ack is not None:
-            await run_ready()
-            if shell.unacked:
-                await shell.flush()
-
-    app.timer(MERGE_TICK_S, name="guardian.merge")(release_held)
-
+    pipeline = PipelineTask(app, shell)
+    quiet = QuietDevices(app, shell)
+    app.task(pipeline.loop)
+    app.timer(MERGE_TICK_S, name="guardian.merge")(pipeline.release_held)
     app.timer(0.2, name="guardian.positions")(shell.learn_positions)
-
-    scanned: list[bool] = [False]
-
-    async def confirm_quiet_devices() -> None:
-        if not scanned[0] and faust_seam.recovery_completed(app):
-            scanned[0] = True
-            shell.rescan()
-        for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
-            shell.send_control(
-                partition, device_id, {"op": "confirm", "device_id": device_id, "now_ms": now_ms}
-            )
-
-    app.timer(CONFIRM_EVERY_S, name="guardian.confirm")(confirm_quiet_devices)
+    app.timer(CONFIRM_EVERY_S, name="guardian.confirm")(quiet.confirm)
 
     async def sweep_dedup_memory() -> None:
         for partition in sorted(shell.stream_time):
@@ -638,7 +730,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.timer(shell.sweep_every_s, name="guardian.sweep")(sweep_dedup_memory)
 
     def on_rebalance(*_: Any, **__: Any) -> None:
-        scanned[0] = False
+        quiet.scanned = False
         shell.store.clear_cache()
         # held records were never acked: their new owner (or this worker again) re-reads them
         shell.merger.drain()
@@ -658,23 +750,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         faust_seam.set_producer_buffer(app, PRODUCER_BUFFER_MESSAGES)
 
     app.task(quiet_root_logger)
-
-    last_full = [time.monotonic()]
-
-    async def collect_young_only() -> None:
-        # The state cache keeps ~10^6 long-lived objects whose replacements keep arriving, so
-        # Python's full collections came every few seconds and each stopped the stream (for how
-        # long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by reference
-        # counting). Freezing moves what exists now out of the collector's sight: collections scan
-        # only what is newer. Every GC_FULL_EVERY_S everything is collected once (one such pause).
-        now = time.monotonic()
-        if now - last_full[0] >= GC_FULL_EVERY_S:
-            last_full[0] = now
-            gc.unfreeze()
-            gc.collect()
-        gc.freeze()
-
-    app.timer(GC_FREEZE_EVERY_S, name="guardian.gc")(collect_young_only)
+    app.timer(GC_FREEZE_EVERY_S, name="guardian.gc")(YoungOnlyCollector().collect)
     return ["guardian.pipeline", *TIMERS]
 
 
@@ -712,8 +788,8 @@ def restore_log_level(root: logging.Logger) -> None:
     ``faust.Worker`` adds a spinner handler at DEBUG and lowers the root logger to DEBUG, so every
     ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
     advances a spinner: a noticeable share of a busy worker's CPU (docs/PERFORMANCE.md). The root
-    level goes back to the lowest
-    level of the other handlers (the configured ``--loglevel``); what is logged does not change."""
+    level goes back to the lowest level of the other handlers (the configured ``--loglevel``); what
+    is logged does not change."""
     levels = [h.level for h in root.handlers if not faust_seam.is_spinner_handler(h) and h.level]
     if levels and root.level < min(levels):
         root.setLevel(min(levels))

@@ -217,15 +217,15 @@ class FaustStore:
     move, since another worker may have changed a partition this one gets back.
 
     Writes of ``devices`` and ``seen`` go to :class:`tables.store.writes.PendingWrites` (flushed by the
-    stream once per batch); ``partition`` is the partition of the record being processed (set by
-    the stream around each record; None outside one, where reads look in every partition).
+    stream once per batch). Each read and write takes the partition of the record being processed
+    (``partition``; None outside one: reads look in every partition, writes are refused); the
+    stream hands the processor :meth:`at` its record's partition, a :class:`PartitionStore`.
     """
 
     tables: GuardianTables
     writes: PendingWrites
     cache: _LRU = field(default_factory=lambda: _LRU(CACHE_SIZE))
     plan_parts: PlanParts = field(default_factory=PlanParts)
-    partition: int | None = None
     #: ``"suffix:partition"`` -> the input's committed offset (records before it are never read
     #: again, so their logged outputs can go); None: keep the last ``OUTPUT_LOG``
     committed: Callable[[str], int | None] | None = None
@@ -240,62 +240,74 @@ class FaustStore:
         self.cache.clear()
         self.owners_known.clear()
 
-    def _read(self, table: str, key: bytes) -> bytes | None:
-        if self.partition is None:
+    def at(self, partition: int) -> PartitionStore:
+        """The store for the records of ``partition`` (``pipeline.runner.StateStore``)."""
+        return PartitionStore(self, partition)
+
+    def _read(self, table: str, key: bytes, partition: int | None) -> bytes | None:
+        if partition is None:
             return self.writes.find(table, key)
-        return self.writes.get(table, self.partition, key)
+        return self.writes.get(table, partition, key)
 
-    def _write(self, table: str, key: bytes, value: Pending) -> None:
+    def _write(self, table: str, key: bytes, value: Pending, partition: int | None) -> None:
         """Set (None: delete) ``key`` in the partition of the record being processed."""
-        if self.partition is None:
+        if partition is None:
             raise RuntimeError(f"a write to {table} outside a record of a known partition")
-        self.writes.put(table, self.partition, key, value)
+        self.writes.put(table, partition, key, value)
 
-    def _entry(self, device_id: str) -> DeviceEntry:
+    def _entry(self, device_id: str, partition: int | None) -> DeviceEntry:
         entry: DeviceEntry | None = self.cache.get(device_id)
         if entry is None:
-            raw = self._read("devices", device_id.encode())
-            entry = DeviceEntry.from_json(raw, self._plan) if raw is not None else DeviceEntry()
+            raw = self._read("devices", device_id.encode(), partition)
+            plans = self._plans_of(partition)
+            entry = DeviceEntry.from_json(raw, plans) if raw is not None else DeviceEntry()
             if entry.experience is not None:
                 entry.experience.plan = self.plan_parts.share(entry.experience.plan)
             self.cache.put(device_id, entry)
         return entry
 
-    def get_device(self, device_id: str) -> DeviceState | None:
-        return self._entry(device_id).device
+    def _plans_of(self, partition: int | None) -> Callable[[str], bytes | None]:
+        """Reads a plan stored under its own key, in ``partition`` (None: in any)."""
 
-    def put_device(self, state: DeviceState) -> None:
-        self._entry(state.device_id).device = state
+        def plan_of(experience_id: str) -> bytes | None:
+            return self._read("devices", plan_key(experience_id), partition)
 
-    def get_experience(self, device_id: str) -> ExperienceState | None:
-        return self._entry(device_id).experience
+        return plan_of
 
-    def put_experience(self, state: ExperienceState) -> None:
-        self._entry(state.device_id).experience = state
+    def get_device(self, device_id: str, partition: int | None = None) -> DeviceState | None:
+        return self._entry(device_id, partition).device
 
-    def applied_outputs(self, device_id: str, coords: Coords) -> list[Out] | None:
-        entry = self._entry(device_id)
+    def put_device(self, state: DeviceState, partition: int | None = None) -> None:
+        self._entry(state.device_id, partition).device = state
+
+    def get_experience(self, device_id: str, partition: int | None = None) -> ExperienceState | None:
+        return self._entry(device_id, partition).experience
+
+    def put_experience(self, state: ExperienceState, partition: int | None = None) -> None:
+        self._entry(state.device_id, partition).experience = state
+
+    def applied_outputs(
+        self, device_id: str, coords: Coords, partition: int | None = None
+    ) -> list[Out] | None:
+        entry = self._entry(device_id, partition)
         last = entry.applied.get(coords.stream)
         if last is None or coords.offset > last:
             return None
-        if self.partition is not None:
+        if partition is not None:
             # a re-read after a crash: the local value (RocksDB is written before the changelog
             # is sent) may never have reached the changelog; write it again, identical
-            self._write("devices", device_id.encode(), entry)
+            self._write("devices", device_id.encode(), entry, partition)
             if entry.experience is not None:
                 exp = entry.experience
-                self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan))
+                self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan), partition)
         key = str(coords)
         for logged, outs in entry.log:
             if logged == key:
                 return [Out(kind, k, value) for kind, k, value in orjson.loads(outs)]
         return []
 
-    def _plan(self, experience_id: str) -> bytes | None:
-        return self._read("devices", plan_key(experience_id))
-
-    def commit(self, device_id: str, coords: Coords, outs: list[Out]) -> None:
-        entry = self._entry(device_id)
+    def commit(self, device_id: str, coords: Coords, outs: list[Out], partition: int | None = None) -> None:
+        entry = self._entry(device_id, partition)
         entry.applied[coords.stream] = coords.offset
         if entry.log and self.committed is not None:
             entry.log = [item for item in entry.log if not self._committed(item[0])]
@@ -306,12 +318,12 @@ class FaustStore:
         exp = entry.experience
         if exp is not None and entry.plan_stored != exp.experience_id:
             if entry.plan_stored is not None:
-                self._write("devices", plan_key(entry.plan_stored), None)
-            self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan))
+                self._write("devices", plan_key(entry.plan_stored), None, partition)
+            self._write("devices", plan_key(exp.experience_id), orjson.dumps(exp.plan), partition)
             entry.plan_stored = exp.experience_id
             exp.plan = self.plan_parts.share(exp.plan)
         # encoded once per batch, at the flush, however many of the batch's records changed it
-        self._write("devices", device_id.encode(), entry)
+        self._write("devices", device_id.encode(), entry, partition)
 
     def _committed(self, coords: str) -> bool:
         stream, _, offset = coords.rpartition(":")
@@ -347,21 +359,24 @@ class FaustStore:
                 if due is not None:
                     yield int(partition), device_id, due
 
-    def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
-        raw = self._read("seen", f"{device_id}{SEP}{event_id}".encode())
+    def get_seen(self, device_id: str, event_id: str, partition: int | None = None) -> tuple[int, str] | None:
+        raw = self._read("seen", f"{device_id}{SEP}{event_id}".encode(), partition)
         if raw is None:
             return None
         received, _, coords = raw.decode().partition(" ")
         return int(received), coords
 
-    def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
-        self._write("seen", f"{device_id}{SEP}{event_id}".encode(), f"{received_at_ms} {coords}".encode())
+    def put_seen(
+        self, device_id: str, event_id: str, received_at_ms: int, coords: Coords, partition: int | None = None
+    ) -> None:
+        key = f"{device_id}{SEP}{event_id}".encode()
+        self._write("seen", key, f"{received_at_ms} {coords}".encode(), partition)
 
-    def forget_seen(self, key: bytes) -> None:
-        """Drop one dedup key (the sweep) in the current partition."""
-        self._write("seen", key, None)
+    def forget_seen(self, key: bytes, partition: int) -> None:
+        """Drop one dedup key of ``partition`` (the sweep)."""
+        self._write("seen", key, None, partition)
 
-    def owner_of(self, experience_id: str) -> str | None:
+    def owner_of(self, experience_id: str, partition: int | None = None) -> str | None:
         # the claims log decides (the first claim, the same on every worker); the owner index
         # still answers for experiences the log has no claim for (e.g. from before the log)
         if self.claims is not None:
@@ -374,20 +389,20 @@ class FaustStore:
         known = self.owners_known.get(experience_id)
         if known is not None:
             return known
-        found = self._owner_of(experience_id)
+        found = self._owner_of(experience_id, partition)
         if found is not None:
             if len(self.owners_known) >= CACHE_SIZE:
                 self.owners_known.clear()
             self.owners_known[experience_id] = found
         return found
 
-    def _owner_of(self, experience_id: str) -> str | None:
+    def _owner_of(self, experience_id: str, partition: int | None) -> str | None:
         key = experience_id.encode()
         waiting, raw_pending = self.writes.pending("owners", key)
         if waiting:
             return None if raw_pending is None else raw_pending.decode()
         dbs = self.tables.access.dbs(self.tables.owners)
-        first = dbs.get(self.partition) if self.partition is not None else None
+        first = dbs.get(partition) if partition is not None else None
         if first is not None:
             raw = first.get(key)
             if raw is not None:
@@ -399,8 +414,50 @@ class FaustStore:
                     return bytes(raw).decode()
         return None
 
+    def put_owner(self, experience_id: str, device_id: str, partition: int | None = None) -> None:
+        self._write("owners", experience_id.encode(), device_id.encode(), partition)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStore:
+    """``pipeline.runner.StateStore`` for the records of one partition: :class:`FaustStore` with
+    the partition passed to every read and write."""
+
+    store: FaustStore
+    partition: int
+
+    def applied_outputs(self, device_id: str, coords: Coords) -> list[Out] | None:
+        return self.store.applied_outputs(device_id, coords, self.partition)
+
+    def commit(self, device_id: str, coords: Coords, outs: list[Out]) -> None:
+        self.store.commit(device_id, coords, outs, self.partition)
+
+    def get_device(self, device_id: str) -> DeviceState | None:
+        return self.store.get_device(device_id, self.partition)
+
+    def put_device(self, state: DeviceState) -> None:
+        self.store.put_device(state, self.partition)
+
+    def get_experience(self, device_id: str) -> ExperienceState | None:
+        return self.store.get_experience(device_id, self.partition)
+
+    def put_experience(self, state: ExperienceState) -> None:
+        self.store.put_experience(state, self.partition)
+
+    def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
+        return self.store.get_seen(device_id, event_id, self.partition)
+
+    def put_seen(self, device_id: str, event_id: str, received_at_ms: int, coords: Coords) -> None:
+        self.store.put_seen(device_id, event_id, received_at_ms, coords, self.partition)
+
+    def forget_seen(self, key: bytes) -> None:
+        self.store.forget_seen(key, self.partition)
+
+    def owner_of(self, experience_id: str) -> str | None:
+        return self.store.owner_of(experience_id, self.partition)
+
     def put_owner(self, experience_id: str, device_id: str) -> None:
-        self._write("owners", experience_id.encode(), device_id.encode())
+        self.store.put_owner(experience_id, device_id, self.partition)
 
 
 def _plan_in(db: Any) -> Callable[[str], bytes | None]:

@@ -5,6 +5,7 @@ holds records of that partition back."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from streams.agents import PipelineShell
@@ -13,8 +14,9 @@ from topics.names import TopicNames
 
 def shell() -> PipelineShell:
     none: Any = None
+    store: Any = SimpleNamespace(writes=None)
     return PipelineShell(
-        processor=none, names=TopicNames("g."), tables=none, store=none, out_topics={}, control_topic=none
+        processor=none, names=TopicNames("g."), tables=none, store=store, out_topics={}, control_topic=none
     )
 
 

@@ -67,10 +67,10 @@ def shell_over(
         store=FaustStore(guardian, PendingWrites(guardian.batched(), guardian.access)),
         out_topics={k: getattr(names, k) for k in ("decisions", "dispatch", "timeline", "deadletter")},
         control_topic=None,
-        producer=lambda: producer,
-        on_lost=on_lost,
-        ack=acked,
     )
+    shell.batch.producer = lambda: producer
+    shell.batch.on_lost = on_lost
+    shell.batch.ack = acked
     return shell, lost
 
 
@@ -89,13 +89,13 @@ def test_events_are_acked_only_after_their_outputs_are_delivered(tmp_path: Path)
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
-        shell.unacked = ["event-1", "event-2"]
+        shell.batch.unacked = ["event-1", "event-2"]
         await shell.flush()
         await handed_over(producer)
         assert producer.batches and released.acked == []  # handed over, not yet delivered
         for fut in producer.futures:
             fut.set_result(type("Meta", (), {"offset": 0})())
-        await asyncio.gather(*shell.acking)
+        await asyncio.gather(*shell.batch.acking)
         assert released.acked == ["event-1", "event-2"]
         assert lost == []
 
@@ -110,11 +110,11 @@ def test_a_failed_delivery_acks_nothing_and_stops_the_worker(tmp_path: Path) -> 
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("decisions", "dev-1", {"decision_id": "dec_1"})])
-        shell.unacked = ["event-1"]
+        shell.batch.unacked = ["event-1"]
         await shell.flush()
         await handed_over(producer)
         producer.futures[0].set_exception(KafkaTimeoutError())
-        await asyncio.gather(*shell.acking)
+        await asyncio.gather(*shell.batch.acking)
         assert released.acked == []
         assert len(lost) == 1 and isinstance(lost[0], KafkaTimeoutError)
 
@@ -125,7 +125,7 @@ def test_a_batch_with_nothing_to_send_is_acked_at_once(tmp_path: Path) -> None:
     async def main() -> None:
         released = Acked()
         shell, _ = shell_over(tmp_path, HeldProducer(), released)
-        shell.unacked = ["event-1"]
+        shell.batch.unacked = ["event-1"]
         await shell.flush()
         assert released.acked == ["event-1"]
 
@@ -137,9 +137,9 @@ def test_a_rebalance_forgets_what_was_not_flushed(tmp_path: Path) -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         await shell.receive("message-2")
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
-        shell.unacked = ["event-1"]
+        shell.batch.unacked = ["event-1"]
         shell.drop_unflushed()
-        assert shell.unacked == [] and len(shell.store.writes) == 0
+        assert shell.batch.unacked == [] and len(shell.store.writes) == 0
         assert shell.inbox == [] and not shell.inbox_ready.is_set()
 
     asyncio.run(main())

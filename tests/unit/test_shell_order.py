@@ -106,11 +106,11 @@ def test_a_flush_acks_exactly_the_records_whose_writes_it_sent(tmp_path: Path) -
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
-        shell.unacked = ["event-1"]
+        shell.batch.unacked = ["event-1"]
         first = asyncio.ensure_future(shell.flush())
         await asyncio.sleep(0)
         shell.emit([Out("timeline", "dev-1", {"seq": 2})])
-        shell.unacked.append("event-2")
+        shell.batch.unacked.append("event-2")
         second = asyncio.ensure_future(shell.flush())
         await asyncio.sleep(0)
         shell.drop_unflushed()  # a rebalance while the first flush is still sending
@@ -122,7 +122,7 @@ def test_a_flush_acks_exactly_the_records_whose_writes_it_sent(tmp_path: Path) -
         assert sent in ([{"seq": 1}], [{"seq": 1}, {"seq": 2}])
         # whatever was sent went out across the rebalance: nothing is acked, both are read again
         assert released.acked == []
-        assert shell.unacked == []
+        assert shell.batch.unacked == []
         assert lost == []
 
     asyncio.run(main())
@@ -135,7 +135,7 @@ async def deliver_all(shell: Any, producer: HeldProducer) -> None:
         for fut in producer.futures:
             if not fut.done():
                 fut.set_result(type("Meta", (), {"offset": 0})())
-        if producer.futures and not shell.acking:
+        if producer.futures and not shell.batch.acking:
             return
         await asyncio.sleep(0)
     raise AssertionError("the flushes never finished")
@@ -156,7 +156,7 @@ def test_a_batch_delivered_across_a_rebalance_is_read_again_not_acked(tmp_path: 
         released = Acked()
         shell, _ = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
-        shell.unacked = ["event-1"]
+        shell.batch.unacked = ["event-1"]
         await shell.flush()
         shell.drop_unflushed()  # the rebalance: faust seeks back to the committed offsets
         await deliver_all(shell, producer)
@@ -178,7 +178,7 @@ def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(
         reader = ClaimsReader("unused:9", shell.names.claims)
         reader.start_end = 0
         claims_log = FakeLog(reader, delay_s=0.05)
-        shell.claims, shell.producer = reader, lambda: claims_log
+        shell.claims, shell.batch.producer = reader, lambda: claims_log
         script = Script(device_id="dev-1", prefix=shell.names.prefix)
         script.start(experience_id="exp-1")
         plan = script.records[0]

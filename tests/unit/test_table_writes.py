@@ -244,30 +244,30 @@ def experience(device_id: str, experience_id: str) -> ExperienceState:
 
 def test_the_plan_is_written_once_apart_from_the_entry_and_read_back(tables: Any) -> None:
     store = store_over(tables)
-    store.partition = 1
-    store.put_device(DeviceState(device_id="dev-1"))
-    store.put_experience(experience("dev-1", "exp-a"))
-    store.commit("dev-1", Coords("plans", 1, 0), [])
-    store.commit("dev-1", Coords("observations", 1, 0), [])
+    rec = store.at(1)
+    rec.put_device(DeviceState(device_id="dev-1"))
+    rec.put_experience(experience("dev-1", "exp-a"))
+    rec.commit("dev-1", Coords("plans", 1, 0), [])
+    rec.commit("dev-1", Coords("observations", 1, 0), [])
     run(store.writes.flush(RecordingProducer()))
     db = tables["devices"].data._db_for_partition(1)
     entry_raw = bytes(db[b"dev-1"])
     assert b"x" * 500 not in entry_raw  # the plan is not in every write of the entry
     assert orjson.loads(bytes(db[plan_key("exp-a")]))["goal_summary"] == "x" * 500
     store.clear_cache()
-    assert store.get_experience("dev-1") == experience("dev-1", "exp-a")
+    assert rec.get_experience("dev-1") == experience("dev-1", "exp-a")
     assert not is_entry_key(plan_key("exp-a")) and is_entry_key(b"dev-1")
     assert [exp.experience_id for _, exp in store.pending_experiences()] == []
 
 
 def test_a_new_experience_replaces_the_old_plan(tables: Any) -> None:
     store = store_over(tables)
-    store.partition = 0
-    store.put_device(DeviceState(device_id="dev-1"))
-    store.put_experience(experience("dev-1", "exp-a"))
-    store.commit("dev-1", Coords("plans", 0, 0), [])
-    store.put_experience(experience("dev-1", "exp-b"))
-    store.commit("dev-1", Coords("plans", 0, 1), [])
+    rec = store.at(0)
+    rec.put_device(DeviceState(device_id="dev-1"))
+    rec.put_experience(experience("dev-1", "exp-a"))
+    rec.commit("dev-1", Coords("plans", 0, 0), [])
+    rec.put_experience(experience("dev-1", "exp-b"))
+    rec.commit("dev-1", Coords("plans", 0, 1), [])
     run(store.writes.flush(RecordingProducer()))
     db = tables["devices"].data._db_for_partition(0)
     assert db.get(plan_key("exp-a")) is None
@@ -287,18 +287,18 @@ def test_logged_outputs_of_committed_records_are_dropped(tables: Any) -> None:
     store = store_over(tables)
     committed: dict[str, int] = {}
     store.committed = committed.get
-    store.partition = 0
-    store.put_device(DeviceState(device_id="dev-1"))
+    rec = store.at(0)
+    rec.put_device(DeviceState(device_id="dev-1"))
     out = Out("timeline", "dev-1", {"seq": 1})
-    store.commit("dev-1", Coords("observations", 0, 10), [out])
-    store.commit("dev-1", Coords("observations", 0, 11), [out])
+    rec.commit("dev-1", Coords("observations", 0, 10), [out])
+    rec.commit("dev-1", Coords("observations", 0, 11), [out])
     # nothing committed yet: a re-read of either record gets its outputs back
-    assert store.applied_outputs("dev-1", Coords("observations", 0, 10)) == [out]
+    assert rec.applied_outputs("dev-1", Coords("observations", 0, 10)) == [out]
     committed["observations:0"] = 11  # offset 10 is committed: it is never read again
-    store.commit("dev-1", Coords("observations", 0, 12), [])
-    entry = store._entry("dev-1")
+    rec.commit("dev-1", Coords("observations", 0, 12), [])
+    entry = store._entry("dev-1", 0)
     assert [coords for coords, _ in entry.log] == ["observations:0:11"]
-    assert store.applied_outputs("dev-1", Coords("observations", 0, 11)) == [out]
+    assert rec.applied_outputs("dev-1", Coords("observations", 0, 11)) == [out]
 
 
 def test_a_write_outside_a_record_is_refused(tables: Any) -> None:
@@ -309,12 +309,11 @@ def test_a_write_outside_a_record_is_refused(tables: Any) -> None:
 
 def test_reads_outside_a_record_look_in_every_partition(tables: Any) -> None:
     store = store_over(tables)
-    store.partition = 3
-    store.put_device(DeviceState(device_id="dev-3"))
-    store.put_experience(experience("dev-3", "exp-c"))
-    store.commit("dev-3", Coords("plans", 3, 0), [])
+    rec = store.at(3)
+    rec.put_device(DeviceState(device_id="dev-3"))
+    rec.put_experience(experience("dev-3", "exp-c"))
+    rec.commit("dev-3", Coords("plans", 3, 0), [])
     run(store.writes.flush(RecordingProducer()))
-    store.partition = None
     store.clear_cache()
     exp = store.get_experience("dev-3")
     assert exp is not None and exp.plan == plan_dict("exp-c")
@@ -324,18 +323,18 @@ def test_a_re_read_record_writes_its_state_again(tables: Any) -> None:
     """After a crash the local RocksDB may hold a value whose changelog message never left: a
     re-read of a record the value already reflects sends the value (and plan) again, identical."""
     store = store_over(tables)
-    store.partition = 2
-    store.put_device(DeviceState(device_id="dev-2"))
-    store.put_experience(experience("dev-2", "exp-r"))
-    store.commit("dev-2", Coords("observations", 2, 40), [])
+    rec = store.at(2)
+    rec.put_device(DeviceState(device_id="dev-2"))
+    rec.put_experience(experience("dev-2", "exp-r"))
+    rec.commit("dev-2", Coords("observations", 2, 40), [])
     run(store.writes.flush(RecordingProducer()))
     producer = RecordingProducer()
-    assert store.applied_outputs("dev-2", Coords("observations", 2, 40)) == []
+    assert rec.applied_outputs("dev-2", Coords("observations", 2, 40)) == []
     run(store.writes.flush(producer))
     sent = {key for _, _, records in producer.batches for key, _ in records}
     assert sent == {b"dev-2", plan_key("exp-r")}
     # a record the state does not reflect yet writes nothing by itself
-    assert store.applied_outputs("dev-2", Coords("observations", 2, 41)) is None
+    assert rec.applied_outputs("dev-2", Coords("observations", 2, 41)) is None
     assert len(store.writes) == 0
 
 
@@ -352,9 +351,8 @@ def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_el
     script = build("HG-01", device_id="dev-rr", prefix="g.")
 
     def process(offset: int, record: Any) -> list[Out]:
-        store.partition = 0
         done = processor.process(
-            store,
+            store.at(0),
             record.suffix,
             record.key,
             record.value,
@@ -375,28 +373,28 @@ def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_el
     assert observed
     offset, record = observed[-1]
     event_id = orjson.loads(record.value or b"{}")["event_id"]
-    before = store.get_seen("dev-rr", event_id)
+    before = store.at(0).get_seen("dev-rr", event_id)
     assert before is not None
     assert process(offset, record) == outputs[offset]  # the very outputs of the first time
     pending = {key for (table, _), kv in store.writes._puts.items() if table == "seen" for key in kv}
     assert pending == {f"dev-rr\x1f{event_id}".encode()}
-    assert store.get_seen("dev-rr", event_id) == before
+    assert store.at(0).get_seen("dev-rr", event_id) == before
 
 
 def test_logged_outputs_survive_the_stored_value(tables: Any) -> None:
     """A re-read after the state was loaded from RocksDB (another worker, a restart) gets back the
     very outputs logged before."""
     store = store_over(tables)
-    store.partition = 0
-    store.put_device(DeviceState(device_id="dev-1"))
+    rec = store.at(0)
+    rec.put_device(DeviceState(device_id="dev-1"))
     outs = [
         Out("timeline", "dev-1", {"seq": 1, "summary": "안방 순찰"}),
         Out("decisions", "dev-1", {"n": [1, 2]}),
     ]
-    store.commit("dev-1", Coords("observations", 0, 7), outs)
+    rec.commit("dev-1", Coords("observations", 0, 7), outs)
     run(store.writes.flush(RecordingProducer()))
     store.clear_cache()
-    assert store.applied_outputs("dev-1", Coords("observations", 0, 7)) == outs
+    assert rec.applied_outputs("dev-1", Coords("observations", 0, 7)) == outs
     raw = bytes(tables["devices"].data._db_for_partition(0)[b"dev-1"])
     assert orjson.loads(raw)["log"] == [["observations:0:7", [[o.kind, o.key, o.value] for o in outs]]]
 

@@ -187,12 +187,12 @@ def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path
     async def main() -> GuardianMetrics:
         producer = HeldProducer()
         shell, _ = shell_over(tmp_path, producer, Acked())
-        shell.metrics = metrics = GuardianMetrics()
+        shell.metrics = shell.batch.metrics = metrics = GuardianMetrics()
         # a batch dropped by a rebalance is read again: not counted
-        shell.tally.inputs["observations"] += 1
+        shell.batch.tally.inputs["observations"] += 1
         shell.emit([Out("deadletter", "d", {"reason_code": "not_json"})])
         shell.drop_unflushed()
-        shell.tally.inputs["observations"] += 2
+        shell.batch.tally.inputs["observations"] += 2
         shell.emit(
             [
                 Out("timeline", "d", {"stage": "drop", "drop_reason": "duplicate"}),
@@ -201,13 +201,13 @@ def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path
             ],
             int(time.time() * 1000) - 50,
         )
-        shell.unacked = ["m1", "m2"]
+        shell.batch.unacked = ["m1", "m2"]
         await shell.flush()
         await handed_over(producer)
         assert scrape(metrics).get(("guardian_input_records_total", (("topic", "observations"),))) is None
         for fut in producer.futures:
             fut.set_result(SimpleNamespace(offset=0))
-        await asyncio.gather(*shell.acking)
+        await asyncio.gather(*shell.batch.acking)
         return metrics
 
     found = scrape(asyncio.run(main()))
