@@ -6,16 +6,26 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 SupervisorBackend = Literal["rules", "gemini"]
 Language = Literal["ko", "en"]
+_N = TypeVar("_N", int, float)
 
 DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
 
 
 class SettingsError(ValueError):
     """A setting has a value Guardian cannot use; the message names the variable and the fix."""
+
+
+def _number(env: Mapping[str, str], name: str, default: str, kind: type[_N], what: str) -> _N:
+    """The setting ``name`` parsed as ``kind``, or a :class:`SettingsError` saying what it must be."""
+    raw = env.get(name, default)
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be {what}, not {raw!r}") from exc
 
 
 def _default_data_dir(env: Mapping[str, str]) -> Path:
@@ -48,42 +58,20 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        partitions_raw = env.get("GUARDIAN_PARTITIONS", "8")
-        try:
-            partitions = int(partitions_raw)
-        except ValueError as exc:
-            raise SettingsError(
-                f"GUARDIAN_PARTITIONS must be a whole number, not {partitions_raw!r}"
-            ) from exc
+        partitions = _number(env, "GUARDIAN_PARTITIONS", "8", int, "a whole number")
         if partitions < 1:
             raise SettingsError("GUARDIAN_PARTITIONS must be at least 1")
         supervisor = env.get("GUARDIAN_SUPERVISOR", "rules")
         if supervisor not in ("rules", "gemini"):
             raise SettingsError(f"GUARDIAN_SUPERVISOR must be 'rules' or 'gemini', not {supervisor!r}")
-        sweep_raw = env.get("GUARDIAN_DEDUP_SWEEP_S", "60")
-        try:
-            dedup_sweep_s = float(sweep_raw)
-        except ValueError as exc:
-            raise SettingsError(
-                f"GUARDIAN_DEDUP_SWEEP_S must be a number of seconds, not {sweep_raw!r}"
-            ) from exc
+        dedup_sweep_s = _number(env, "GUARDIAN_DEDUP_SWEEP_S", "60", float, "a number of seconds")
         language = env.get("GUARDIAN_LANGUAGE", "ko")
         if language not in ("ko", "en"):
             raise SettingsError(f"GUARDIAN_LANGUAGE must be 'ko' or 'en', not {language!r}")
-        web_port_raw = env.get("GUARDIAN_WEB_PORT", "6066")
-        try:
-            web_port = int(web_port_raw)
-        except ValueError as exc:
-            raise SettingsError(f"GUARDIAN_WEB_PORT must be a port number, not {web_port_raw!r}") from exc
+        web_port = _number(env, "GUARDIAN_WEB_PORT", "6066", int, "a port number")
         if not 0 <= web_port <= 65535:
             raise SettingsError(f"GUARDIAN_WEB_PORT must be between 0 (off) and 65535, not {web_port}")
-        ready_raw = env.get("GUARDIAN_READY_TIMEOUT_S", "60")
-        try:
-            ready_timeout_s = float(ready_raw)
-        except ValueError as exc:
-            raise SettingsError(
-                f"GUARDIAN_READY_TIMEOUT_S must be a number of seconds, not {ready_raw!r}"
-            ) from exc
+        ready_timeout_s = _number(env, "GUARDIAN_READY_TIMEOUT_S", "60", float, "a number of seconds")
         if ready_timeout_s <= 0:
             raise SettingsError("GUARDIAN_READY_TIMEOUT_S must be more than 0")
         data_dir = Path(env["GUARDIAN_DATA_DIR"]) if env.get("GUARDIAN_DATA_DIR") else _default_data_dir(env)

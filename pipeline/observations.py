@@ -4,9 +4,8 @@ experience is dead-lettered and, like every dead-lettered record (§10), changes
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
+from pydantic import BaseModel
 
 from pipeline import context_steps, debounce, decisions
 from pipeline.step import RawRef, Step
@@ -29,20 +28,22 @@ def on_observation(
     spec = core.registry.contracts[obs.type]
     # cross_device (step 8, checked first: a dead-lettered record changes no state, §10)
     corr = obs.correlation
-    if spec.scope == "scoped" and corr is not None:
-        owner = s.owner_of(corr.experience_id) if s.owner_of is not None else None
-        if owner is not None and owner != dev.device_id:
-            dead_letter(
-                s,
-                "observations",
-                obs.model_dump(mode="json"),
-                raw,
-                received_at_ms,
-                event_id=obs.event_id,
-                detail="correlation names an experience of another device",
-                path="correlation.experience_id",
-            )
-            return
+    if (
+        spec.scope == "scoped"
+        and corr is not None
+        and refused_cross_device(
+            s,
+            s.owner(corr.experience_id),
+            "observations",
+            obs,
+            raw,
+            received_at_ms,
+            event_id=obs.event_id,
+            detail="correlation names an experience of another device",
+            path="correlation.experience_id",
+        )
+    ):
+        return
     dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
     # 5. deduplication
     if core.is_duplicate(seen_at, received_at_ms):
@@ -91,20 +92,25 @@ def on_observation(
     debounce.step(s, spec, trigger, facts, received_at_ms)
 
 
-def dead_letter(
+def refused_cross_device(
     s: Step,
+    owner: str | None,
     kind: str,
-    record: dict[str, Any],
+    record: BaseModel,
     raw: RawRef | None,
     received_at_ms: int,
     *,
     event_id: str,
     detail: str,
     path: str,
-) -> None:
-    """A ``cross_device`` dead letter of an admitted record (its redacted copy, §10)."""
+) -> bool:
+    """Whether an admitted record names an experience that ``owner``, another device, owns (§2
+    rule 9); if so it is refused with a ``cross_device`` dead letter (its redacted copy, §10)."""
+    if owner is None or owner == s.dev.device_id:
+        return False
+    dumped = record.model_dump(mode="json")
     device_id = s.dev.device_id
-    value = raw.value if raw is not None else orjson.dumps(record)
+    value = raw.value if raw is not None else orjson.dumps(dumped)
     letter = make_dead_letter(
         "cross_device",
         value,
@@ -116,6 +122,7 @@ def dead_letter(
         event_id=event_id,
         detail=detail,
         offending_paths=(path,),
-        payload=s.core.redactor.payload(kind, record),
+        payload=s.core.redactor.payload(kind, dumped),
     )
     s.res.outs.append(Out("deadletter", device_id, letter.model_dump(mode="json")))
+    return True

@@ -4,7 +4,7 @@ running one and starts, or waits for its preconditions (:mod:`pipeline.context_s
 from __future__ import annotations
 
 from pipeline import context_steps, debounce
-from pipeline.observations import dead_letter
+from pipeline.observations import refused_cross_device
 from pipeline.step import RawRef, Step, active
 from tables.state import Budgets, ExperienceState
 from topics.records import DeviceContext, ExperiencePlan
@@ -15,18 +15,18 @@ def on_plan(
 ) -> None:
     dev, res = s.dev, s.res
     # §2 rule 9: an experience_id belongs to the first device whose plan used it
-    owner = s.owner_of(plan.experience_id) if s.owner_of is not None else None
-    if owner is not None and owner != dev.device_id:
-        dead_letter(
-            s,
-            "plans",
-            plan.model_dump(mode="json"),
-            raw,
-            received_at_ms,
-            event_id=plan.experience_id,
-            detail="experience_id belongs to another device",
-            path="experience_id",
-        )
+    owner = s.owner(plan.experience_id)
+    if refused_cross_device(
+        s,
+        owner,
+        "plans",
+        plan,
+        raw,
+        received_at_ms,
+        event_id=plan.experience_id,
+        detail="experience_id belongs to another device",
+        path="experience_id",
+    ):
         return
     dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
     known = (exp is not None and exp.experience_id == plan.experience_id) or (

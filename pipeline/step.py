@@ -64,6 +64,10 @@ class Step:
     #: the experience→device index (§2 rule 9), for the cross-device checks
     owner_of: OwnerOf | None = None
 
+    def owner(self, experience_id: str) -> str | None:
+        """The device whose plan first used ``experience_id`` (§2 rule 9), if it is known."""
+        return self.owner_of(experience_id) if self.owner_of is not None else None
+
     def timeline(
         self,
         *,
