@@ -161,6 +161,14 @@ class CommitBatch:
             return n >= FLUSH_RECORDS or self.clock() - self.waited_on_since >= FLUSH_AFTER_S
         return n >= FLUSH_STATE_RECORDS or self.clock() - self.started >= FLUSH_STATE_AFTER_S
 
+    def time_left(self) -> float:
+        """Seconds until the batch is due by its time bound (0: due, or empty)."""
+        if not self.unacked:
+            return 0.0
+        if self.waited_on_since is not None:
+            return max(0.0, FLUSH_AFTER_S - (self.clock() - self.waited_on_since))
+        return max(0.0, FLUSH_STATE_AFTER_S - (self.clock() - self.started))
+
     async def flush(self) -> None:
         """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
 
@@ -311,6 +319,12 @@ class PipelineShell:
         if known is None:
             known = self.caught_now[key] = self.caught_up(suffix, partition)
         return known
+
+    def behind(self) -> bool:
+        """Are records of an input topic-partition of this worker on the broker (or fetched) that
+        the merge has not been given yet (more input is on its way)?"""
+        keys = self.next_offset.keys() | self.start_offset.keys()
+        return any(not self.caught_up_now(suffix, partition) for suffix, partition in keys)
 
     def new_turn(self) -> None:
         """The pipeline is back from a turn of the event loop: what it knew may have moved."""
@@ -667,7 +681,25 @@ class PipelineTask:
             # natural batching: flush when the pipeline has caught up with what was fetched; while
             # more came meanwhile, the batch grows until it is due
             if len(shell.batch) and not shell.inbox:
-                await shell.flush()
+                await self.flush_or_wait()
+
+    async def flush_or_wait(self) -> None:
+        """The pipeline has caught up with its inbox: flush, unless more input is on its way (the
+        worker is behind the broker, e.g. working through a backlog) and the batch is not due yet;
+        then it waits for that input, at most until the batch is due. (faust's fetcher hands over
+        at most a hundred records per turn of the event loop: under a backlog, flushing whenever
+        the inbox ran dry made batches of a few dozen records, a produce request each.)"""
+        shell = self.shell
+        left = shell.batch.time_left()
+        if left > 0 and shell.behind():
+            try:
+                async with asyncio.timeout(left):
+                    await shell.inbox_ready.wait()
+                return  # more input came: the batch grows with it
+            except TimeoutError:
+                pass  # due
+        if len(shell.batch):
+            await shell.flush()
 
     async def work_through(self, taken: list[Any]) -> None:
         """What was taken from the inbox, in order, through the merge (flushing what is due)."""

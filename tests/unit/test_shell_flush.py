@@ -306,3 +306,81 @@ def test_the_pipeline_flushes_once_it_has_caught_up_with_what_was_fetched(tmp_pa
         assert flushes == [4] and acked == [0, 1, 2, 3]
 
     asyncio.run(main())
+
+
+class Behind:
+    """faust's consumer with records of partition 0's observations on the broker that the merge
+    has not been given yet (high watermark 5, one record seen)."""
+
+    def highwater(self, tp: Any) -> int:
+        return 5
+
+
+def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_due(tmp_path: Path) -> None:
+    """Caught up with the inbox while more records wait on the broker (a backlog), the pipeline
+    does not flush a batch that is not due: it waits for the next records, at most until due."""
+    from faust.types import TP
+
+    from streams import agents
+    from streams.agents import PipelineTask
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        acked: list[int] = []
+        flushes: list[int] = []
+        clock = Clock()
+        shell.batch.clock = clock
+        shell.batch.ack = lambda messages: [m.ack(None) for m in messages]  # type: ignore[func-returns-value]
+        shell.consumer, shell.tp_factory = Behind(), TP
+        shell.next_offset[("observations", 0)] = 1
+        task = PipelineTask(app=None, shell=shell)
+        task.attach = lambda: None  # type: ignore[method-assign]
+        flush = shell.flush
+
+        async def counted_flush() -> None:
+            flushes.append(len(shell.batch))
+            await flush()
+
+        shell.flush = counted_flush  # type: ignore[method-assign]
+        loop = asyncio.ensure_future(task.loop())
+        await shell.receive(Noted(0, acked))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert flushes == [] and len(shell.batch) == 1  # waiting for what is on its way
+        await shell.receive(Noted(1, acked))  # it comes
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert flushes == [] and len(shell.batch) == 2
+        clock.now += agents.FLUSH_STATE_AFTER_S - 0.01  # nothing more comes: due soon
+        await shell.receive(Noted(2, acked))
+        for _ in range(100):
+            if acked:
+                break
+            await asyncio.sleep(0.005)
+        loop.cancel()
+        assert flushes == [3] and acked == [0, 1, 2]
+
+    asyncio.run(main())
+
+
+def test_caught_up_with_the_broker_a_batch_is_flushed_at_once(tmp_path: Path) -> None:
+    from faust.types import TP
+
+    from streams.agents import PipelineTask
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        acked: list[int] = []
+        shell.batch.ack = lambda messages: [m.ack(None) for m in messages]  # type: ignore[func-returns-value]
+        shell.consumer, shell.tp_factory = Behind(), TP
+        shell.next_offset[("observations", 0)] = 5  # everything on the broker was seen
+        task = PipelineTask(app=None, shell=shell)
+        task.attach = lambda: None  # type: ignore[method-assign]
+        loop = asyncio.ensure_future(task.loop())
+        await shell.receive(Noted(0, acked))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        loop.cancel()
+        assert acked == [0]
+
+    asyncio.run(main())
