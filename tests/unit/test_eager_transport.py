@@ -142,7 +142,7 @@ def test_a_delivered_batch_is_acked_as_faust_acks_each_message() -> None:
 
     from streams.faust_seam import ack_all
 
-    committed = {TP("in-a", 1): 10}  # offset 9 of in-a/1 is committed already
+    committed: dict[Any, int | None] = {TP("in-a", 1): 10}  # offset 9 of in-a/1 is committed already
     faust_way, batch_way = AckBook(committed), AckBook(committed)
     one_by_one, batch = messages(), messages()
     for message in one_by_one:
