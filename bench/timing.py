@@ -2,8 +2,48 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import orjson
+
 
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``values``, nearest rank."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def acked_rate(path: Path, since: float, until: float) -> dict[str, float] | None:
+    """The rate at which a measured process acked input records, from its own ``acked`` lines
+    (JSON lines ``{"kind": "acked", "at": wall-clock s, "records": n}`` written as each batch is
+    acked: the worker's latency trace, the floors' progress file), between ``since`` and ``until``.
+
+    Records acked at the first line were processed before it (from an unknown start), so they are
+    left out: the rate is the records of the later lines over the time from the first line to the
+    last. None with fewer than two lines in the window."""
+    if not path.exists():
+        return None
+    marks: list[tuple[float, int]] = []
+    for line in path.read_bytes().splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a line cut by the process's stop
+        if not isinstance(entry, dict) or entry.get("kind") != "acked":
+            continue
+        at, records = entry.get("at"), entry.get("records")
+        if isinstance(at, int | float) and isinstance(records, int) and since <= at <= until:
+            marks.append((float(at), records))
+    if len(marks) < 2:
+        return None
+    marks.sort()
+    seconds = marks[-1][0] - marks[0][0]
+    counted = sum(n for _, n in marks[1:])
+    if seconds <= 0:
+        return None
+    return {
+        "records_per_s": counted / seconds,
+        "measured_records": float(counted),
+        "measured_s": seconds,
+        "acked_records": float(counted + marks[0][1]),
+    }

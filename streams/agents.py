@@ -56,11 +56,21 @@ from topics.records import ExperiencePlan
 log = logging.getLogger(__name__)
 
 MERGE_MAX_HOLD_S = 10.0
-#: a batch is flushed when the inbox is empty, or after this many records, or once its first record
-#: was handled this long ago (a backlog after a pause is not held for a whole batch's time; 30 and
-#: 50 ms cost a third of the throughput in ``guardian bench``: a produce request per flush)
+#: a batch is flushed when the pipeline has caught up with what was fetched (the inbox is empty),
+#: or when it is due (``CommitBatch.due``). A batch holding an output someone waits on (``waited_on``:
+#: a decision, a dispatch, a timeline entry of an experience's story) is due after this many records,
+#: or this long after that output was made (a backlog after a pause is not held for a whole batch's
+#: time; 30 and 50 ms cost a third of the throughput in ``guardian bench``: a produce request per
+#: flush)
 FLUSH_RECORDS = 2_000
 FLUSH_AFTER_S = 0.1
+#: a batch of nothing anyone waits on (table changes, drop entries, dead letters) grows larger and
+#: longer: it is due after this many records, or this long after its first record was handled
+#: (what it holds back is only the commit of its offsets, on a one-second timer anyway)
+FLUSH_STATE_RECORDS = 5_000
+FLUSH_STATE_AFTER_S = 0.5
+#: output kinds someone waits on as soon as they are made (a timeline entry: unless it is a drop)
+WAITED_ON_KINDS = frozenset({"decisions", "dispatch"})
 #: between flushes, the pipeline gives the event loop a turn after this much work (the fetcher,
 #: the producer's sender and the acks run meanwhile); frequent flushes would cost throughput (one
 #: produce request per flush), frequent turns cost almost nothing
@@ -100,14 +110,18 @@ class CommitBatch:
     #: the running aiokafka producer (faust's own, so its flush before a commit covers our batches;
     #: the experience claims go out on it too)
     producer: Callable[[], Any] | None = None
-    #: releases a message to faust's consumer (its offset may then be committed)
-    ack: Callable[[Any], None] | None = None
+    #: releases delivered messages to faust's consumer (their offsets may then be committed)
+    ack: Callable[[list[Any]], None] | None = None
     #: called when a batch could not be delivered (the worker must stop: its input is not acked)
     on_lost: Callable[[BaseException], Any] | None = None
     #: processed messages whose writes and outputs are not flushed yet
     unacked: list[Any] = field(default_factory=list)
     #: when the first of ``unacked`` was handled (monotonic)
     started: float = 0.0
+    #: when the batch's first output someone waits on was made (monotonic; None: none yet)
+    waited_on_since: float | None = None
+    #: the clock of ``started``, ``waited_on_since`` and ``due`` (monotonic seconds)
+    clock: Callable[[], float] = time.monotonic
     #: what the batch being built read and produced (counted once it is delivered)
     tally: BatchTally = field(default_factory=BatchTally)
     #: tasks acking flushed messages once their batches are delivered
@@ -125,18 +139,35 @@ class CommitBatch:
     def open(self) -> None:
         """A message is about to be handled: the batch's clock starts at its first."""
         if not self.unacked:
-            self.started = time.monotonic()
+            self.started = self.clock()
 
     def add(self, message: Any) -> None:
         """A message handled: its writes and outputs are in the batch."""
         self.unacked.append(message)
 
+    def waited_on(self) -> None:
+        """The batch holds an output someone waits on (its clock starts at the first)."""
+        if self.waited_on_since is None:
+            self.waited_on_since = self.clock()
+
     def due(self) -> bool:
-        """Is the batch to be flushed now (full, or its first record waited long)?"""
-        unacked = self.unacked
-        return len(unacked) >= FLUSH_RECORDS or (
-            bool(unacked) and time.monotonic() - self.started >= FLUSH_AFTER_S
-        )
+        """Is the batch to be flushed now? A batch holding an output someone waits on: after
+        ``FLUSH_RECORDS`` records, or ``FLUSH_AFTER_S`` after that output; any other batch: after
+        ``FLUSH_STATE_RECORDS`` records, or ``FLUSH_STATE_AFTER_S`` after its first record."""
+        n = len(self.unacked)
+        if not n:
+            return False
+        if self.waited_on_since is not None:
+            return n >= FLUSH_RECORDS or self.clock() - self.waited_on_since >= FLUSH_AFTER_S
+        return n >= FLUSH_STATE_RECORDS or self.clock() - self.started >= FLUSH_STATE_AFTER_S
+
+    def time_left(self) -> float:
+        """Seconds until the batch is due by its time bound (0: due, or empty)."""
+        if not self.unacked:
+            return 0.0
+        if self.waited_on_since is not None:
+            return max(0.0, FLUSH_AFTER_S - (self.clock() - self.waited_on_since))
+        return max(0.0, FLUSH_STATE_AFTER_S - (self.clock() - self.started))
 
     async def flush(self) -> None:
         """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
@@ -149,6 +180,7 @@ class CommitBatch:
         async with self.flushing:
             generation = self.generation
             messages, self.unacked = self.unacked, []
+            self.waited_on_since = None
             tally, self.tally = self.tally, BatchTally()
             started = time.monotonic()
             flush_at = time.time()
@@ -180,8 +212,7 @@ class CommitBatch:
     def _delivered(self, messages: list[Any], tally: BatchTally, started: float, generation: int) -> None:
         assert self.ack is not None
         if generation == self.generation:
-            for message in messages:
-                self.ack(message)
+            self.ack(messages)
         # else: delivered across a rebalance; faust restarts from the committed offsets, so the
         # records are read again (their outputs come back identical from the state): acking them
         # now would commit past records this generation has not been given yet
@@ -198,6 +229,7 @@ class CommitBatch:
         (nothing of it left the worker)."""
         self.generation += 1
         self.unacked.clear()
+        self.waited_on_since = None
         self.tally = BatchTally()
         self.writes.discard()
 
@@ -254,6 +286,12 @@ class PipelineShell:
     claimed: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
     #: the batch being built and its commit protocol (over the store's pending writes)
     batch: CommitBatch = field(init=False)
+    #: (suffix, partition) -> :meth:`caught_up`'s answer, kept until the pipeline's next turn of the
+    #: event loop (:meth:`new_turn`) or a record of that topic-partition entering the merge: the
+    #: merge asks for every record it releases, and what the answer depends on (high watermarks,
+    #: where faust's fetch restarts) moves between turns; a record released on a kept answer is one
+    #: the pipeline could have released when the answer was found
+    caught_now: dict[tuple[str, int], bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.batch = CommitBatch(self.store.writes, metrics=self.metrics)
@@ -273,6 +311,24 @@ class PipelineShell:
         if seen is None:
             seen = self.start_offset.get((suffix, partition))
         return seen is not None and seen >= highwater
+
+    def caught_up_now(self, suffix: str, partition: int) -> bool:
+        """:meth:`caught_up`, as found since the pipeline's last turn (``caught_now``)."""
+        key = (suffix, partition)
+        known = self.caught_now.get(key)
+        if known is None:
+            known = self.caught_now[key] = self.caught_up(suffix, partition)
+        return known
+
+    def behind(self) -> bool:
+        """Are records of an input topic-partition of this worker on the broker (or fetched) that
+        the merge has not been given yet (more input is on its way)?"""
+        keys = self.next_offset.keys() | self.start_offset.keys()
+        return any(not self.caught_up_now(suffix, partition) for suffix, partition in keys)
+
+    def new_turn(self) -> None:
+        """The pipeline is back from a turn of the event loop: what it knew may have moved."""
+        self.caught_now.clear()
 
     async def learn_positions(self) -> None:
         """Where this worker stands in each input topic-partition it has not seen a record of
@@ -316,6 +372,8 @@ class PipelineShell:
         for out in outs:
             key = out.key.encode() if out.key is not None else None
             send(self.out_topics[out.kind], key, orjson.dumps(out.value))
+            if waited_on(out):
+                self.batch.waited_on()
         if self.metrics is not None and outs:
             self.batch.tally.outs(outs, trigger_received_ms)
 
@@ -337,6 +395,7 @@ class PipelineShell:
         elif time.monotonic() - self.yielded_at >= YIELD_EVERY_S:
             self.yielded_at = time.monotonic()
             await asyncio.sleep(0)
+            self.new_turn()
 
     def take_inbox(self) -> list[Any]:
         batch, self.inbox = self.inbox, []
@@ -352,6 +411,7 @@ class PipelineShell:
         await self.batch.flush()
         self.yielded_at = time.monotonic()
         await asyncio.sleep(0)
+        self.new_turn()
 
     def drop_unflushed(self) -> None:
         """Forget received and processed, unflushed records (a rebalance): nothing of them left the
@@ -551,15 +611,17 @@ class PipelineShell:
 
 class PipelineTask:
     """The ``guardian.pipeline`` task: drains the shell's inbox in batches, input records through
-    the per-partition timestamp merge (a plan claimed on its way in), and flushes when the inbox is
-    empty, a batch is due (``FLUSH_RECORDS`` records, or ``FLUSH_AFTER_S`` after its first), and
-    gives the event loop its turns between; :meth:`release_held` (the ``guardian.merge`` timer)
+    the per-partition timestamp merge (a plan claimed on its way in), and flushes when it has caught
+    up with the inbox or a batch is due (:meth:`CommitBatch.due`), and gives the event loop its turns
+    between; :meth:`release_held` (the ``guardian.merge`` timer)
     lets out what the merge held back."""
 
     def __init__(self, app: Any, shell: PipelineShell) -> None:
         self.app = app
         self.shell = shell
         self.merge_suffixes = set(INPUT_SUFFIXES)
+        #: the task is working through what it took from the inbox (it flushes when done)
+        self.busy = False
 
     def attach(self) -> None:
         """Take what only exists once the app runs: the consumer, its committed offsets, the
@@ -578,8 +640,8 @@ class PipelineTask:
             offset = committed_offsets.get(TP(prefix + suffix, int(partition)))
             return None if offset is None else int(offset)
 
-        def ack(message: Any) -> None:
-            message.ack(consumer)
+        def ack(messages: list[Any]) -> None:
+            faust_seam.ack_all(consumer, messages)
 
         shell.store.committed = committed
         shell.batch.ack = ack
@@ -598,7 +660,7 @@ class PipelineTask:
         shell = self.shell
         while True:
             ready = shell.merger.pop_ready(
-                shell.caught_up, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
+                shell.caught_up_now, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
             )
             for message in ready:
                 self.run(message)
@@ -614,8 +676,38 @@ class PipelineTask:
             shell.metrics.trace.start()
         while True:
             await shell.inbox_ready.wait()
-            generation = shell.batch.generation
-            for message in shell.take_inbox():
+            shell.new_turn()
+            await self.work_through(shell.take_inbox())
+            # natural batching: flush when the pipeline has caught up with what was fetched; while
+            # more came meanwhile, the batch grows until it is due
+            if len(shell.batch) and not shell.inbox:
+                await self.flush_or_wait()
+
+    async def flush_or_wait(self) -> None:
+        """The pipeline has caught up with its inbox: flush, unless more input is on its way (the
+        worker is behind the broker, e.g. working through a backlog) and the batch is not due yet;
+        then it waits for that input, at most until the batch is due. (faust's fetcher hands over
+        at most a hundred records per turn of the event loop: under a backlog, flushing whenever
+        the inbox ran dry made batches of a few dozen records, a produce request each.)"""
+        shell = self.shell
+        left = shell.batch.time_left()
+        if left > 0 and shell.behind():
+            try:
+                async with asyncio.timeout(left):
+                    await shell.inbox_ready.wait()
+                return  # more input came: the batch grows with it
+            except TimeoutError:
+                pass  # due
+        if len(shell.batch):
+            await shell.flush()
+
+    async def work_through(self, taken: list[Any]) -> None:
+        """What was taken from the inbox, in order, through the merge (flushing what is due)."""
+        shell = self.shell
+        generation = shell.batch.generation
+        self.busy = True
+        try:
+            for message in taken:
                 if shell.batch.generation != generation:
                     break  # a rebalance came during a flush: the rest is read again after it
                 suffix = shell.names.suffix_of(message.topic)
@@ -626,9 +718,8 @@ class PipelineTask:
                 else:
                     self.run(message)
                 await shell.take_turns()
-            # natural batching: flush when the pipeline has caught up with what was fetched
-            if len(shell.batch):
-                await shell.flush()
+        finally:
+            self.busy = False
 
     def merge(self, suffix: str, message: Any) -> None:
         """An input record into the merge (a plan claims its experience on its way in)."""
@@ -637,6 +728,7 @@ class PipelineTask:
         if shell.metrics is not None and shell.metrics.trace is not None:
             shell.metrics.trace.pushed(message)
         shell.next_offset[(suffix, partition)] = int(message.offset) + 1
+        shell.caught_now.pop((suffix, partition), None)
         if suffix == "plans":
             shell.claim(message)
         shell.merger.push(
@@ -649,10 +741,13 @@ class PipelineTask:
         )
 
     async def release_held(self) -> None:
+        """Let out what the merge held back; flush it when the pipeline is idle (else the pipeline
+        flushes it with its own batch, when that is due or caught up)."""
         shell = self.shell
         if len(shell.merger) and shell.batch.ack is not None:
+            shell.new_turn()
             await self.run_ready()
-            if len(shell.batch):
+            if len(shell.batch) and (not (self.busy or shell.inbox) or shell.batch.due()):
                 await shell.flush()
 
 
@@ -738,6 +833,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
         shell.drop_unflushed()
         shell.next_offset.clear()
         shell.start_offset.clear()
+        shell.new_turn()
 
     app.on_partitions_revoked.connect(on_rebalance)
     app.on_partitions_assigned.connect(on_rebalance)
@@ -752,6 +848,14 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.task(quiet_root_logger)
     app.timer(GC_FREEZE_EVERY_S, name="guardian.gc")(YoungOnlyCollector().collect)
     return ["guardian.pipeline", *TIMERS]
+
+
+def waited_on(out: Out) -> bool:
+    """Does someone wait for this output as soon as it is made (a decision, a dispatch, a timeline
+    entry of an experience's story), rather than only for it to be there eventually (a drop entry,
+    a dead letter)?"""
+    kind = out.kind
+    return kind in WAITED_ON_KINDS or (kind == "timeline" and out.value.get("stage") != "drop")
 
 
 def expired_dedup_keys(

@@ -176,8 +176,12 @@ class GuardianMetrics:
             self.trigger_to_dispatch.observe(max(0.0, now_s - received_ms / 1000))
         self.batch_records.observe(records)
         self.flush_duration.observe(flush_s)
-        if self.trace is not None and tally.traced:
-            self.trace.delivered(tally.traced, *tally.sent_at, records)
+        if self.trace is not None:
+            if tally.traced:
+                self.trace.delivered(tally.traced, *tally.sent_at, records)
+            inputs = sum(tally.inputs.values())
+            if inputs:
+                self.trace.acked(inputs)
 
     def model_call(self, outcome: str, seconds: float, attempt: int) -> None:
         """One HTTP call to the model (``attempt`` counts from 1)."""
@@ -249,7 +253,8 @@ class LatencyTrace:
     (``handled``), its batch's flush started (``flush``) and handed to the producer (``sent``), and
     Kafka acknowledging all of the batch (``acked``). Also every garbage-collector pause and every
     event-loop stall of at least ``TRACE_MIN_PAUSE_S`` (when and how long), so a slow dispatch can
-    be matched with what the worker was doing. Costs a dict entry per input record while on."""
+    be matched with what the worker was doing; and a line per batch acked (when, how many input
+    records). Costs a dict entry per input record while on."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -305,6 +310,12 @@ class LatencyTrace:
         for entry in entries:
             entry.update(flush=flush, sent=sent, acked=acked, batch=records)
             self.write(entry)
+        self._file.flush()
+
+    def acked(self, records: int) -> None:
+        """A batch of ``records`` input records is delivered and acked (``guardian bench`` times the
+        worker's throughput by these lines)."""
+        self.write({"kind": "acked", "at": time.time(), "records": records})
         self._file.flush()
 
     def forget(self) -> None:

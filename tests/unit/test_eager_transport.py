@@ -94,3 +94,65 @@ def test_the_worker_app_uses_the_eager_transport() -> None:
     transport: Any = app.transport
     assert isinstance(transport, EagerTransport)
     assert transport.Consumer is EagerConsumer
+
+
+class AckBook:
+    """The acked-offset bookkeeping of faust's consumer (what its commit timer commits from)."""
+
+    def __init__(self, committed: dict[Any, int | None]) -> None:
+        from collections import defaultdict
+        from weakref import WeakSet
+
+        self._acked: dict[Any, list[int]] = defaultdict(list)
+        self._acked_index: dict[Any, set[int]] = defaultdict(set)
+        self._committed_offset: dict[Any, int | None] = defaultdict(lambda: None, committed)
+        self._unacked_messages: WeakSet[Any] = WeakSet()
+        self._n_acked = 0
+        self._waiting_for_ack = None
+        acking = {"in-a", "in-b"}
+        self.app = type(
+            "App", (), {"topics": type("Topics", (), {"acks_enabled_for": staticmethod(acking.__contains__)})}
+        )
+
+
+def messages() -> list[Any]:
+    from faust.types import TP, ConsumerMessage
+
+    out = []
+    for topic, partition, offset in [
+        ("in-a", 0, 4),
+        ("in-a", 0, 5),
+        ("in-b", 1, 0),
+        ("in-a", 1, 9),
+        ("other", 0, 1),
+    ]:
+        out.append(
+            ConsumerMessage(
+                topic, partition, offset, 1.0, 0, None, b"k", b"v", None, 1, 1, TP(topic, partition)
+            )
+        )
+    return out
+
+
+def test_a_delivered_batch_is_acked_as_faust_acks_each_message() -> None:
+    """``ack_all`` leaves faust's consumer exactly as acking each message through faust would: the
+    same offsets to commit, none acked twice, none below the committed offset."""
+    from faust.transport.consumer import Consumer
+    from faust.types import TP
+
+    from streams.faust_seam import ack_all
+
+    committed: dict[Any, int | None] = {TP("in-a", 1): 10}  # offset 9 of in-a/1 is committed already
+    faust_way, batch_way = AckBook(committed), AckBook(committed)
+    one_by_one, batch = messages(), messages()
+    for message in one_by_one:
+        message.incref(1)
+        message.ack(type("Consumer", (), {"ack": lambda self, m: Consumer.ack(faust_way, m)})())  # type: ignore[arg-type]
+    assert ack_all(batch_way, batch) == 3
+    assert ack_all(batch_way, batch) == 0  # acked once only
+    assert dict(batch_way._acked) == dict(faust_way._acked) == {TP("in-a", 0): [4, 5], TP("in-b", 1): [0]}
+    assert {tp: s for tp, s in batch_way._acked_index.items() if s} == {
+        tp: s for tp, s in faust_way._acked_index.items() if s
+    }
+    assert batch_way._n_acked == faust_way._n_acked == 3
+    assert all(m.acked for m in batch)

@@ -198,3 +198,28 @@ def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(
         assert shell.claimed == {}
 
     asyncio.run(main())
+
+
+def test_what_the_merge_knows_of_a_topic_moves_with_its_records_and_the_turns_of_the_loop(
+    tmp_path: Path,
+) -> None:
+    """The merge's "caught up" answers are kept for the pipeline's turn, but a record of the
+    topic-partition entering the merge, or the next turn, asks again."""
+    from streams.agents import PipelineTask
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        names = shell.names
+        consumer = FetchedAhead(names.prefix, {"task-events": 2, "observations": 1})
+        shell.consumer, shell.tp_factory = consumer, TP
+        task = PipelineTask(app=None, shell=shell)
+        assert not shell.caught_up_now("task-events", 0)
+        for offset in range(2):
+            task.merge("task-events", Message(names.task_events, 0, offset, 1_000 + offset))
+        assert shell.caught_up_now("task-events", 0)  # its records entered the merge: asked again
+        consumer.high[TP(names.task_events, 0)] = 3  # fetched meanwhile, by faust's consumer thread
+        assert shell.caught_up_now("task-events", 0)  # as found in this turn
+        shell.new_turn()
+        assert not shell.caught_up_now("task-events", 0)
+
+    asyncio.run(main())
