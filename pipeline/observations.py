@@ -12,7 +12,7 @@ from pipeline import context_steps, debounce, decisions
 from pipeline.step import RawRef, Step
 from tables.state import SnapshotEntry, Trigger
 from topics.envelope import Out
-from topics.gate import make_dead_letter
+from topics.gate import dead_letter_json
 from topics.records import Observation
 
 #: §4.3 step 6: an observation more than 5 s in the future is clock skew.
@@ -105,7 +105,7 @@ def dead_letter(
     """A ``cross_device`` dead letter of an admitted record (its redacted copy, §10)."""
     device_id = s.dev.device_id
     value = raw.value if raw is not None else orjson.dumps(record)
-    letter = make_dead_letter(
+    letter = dead_letter_json(
         "cross_device",
         value,
         source_topic=raw.source_topic if raw else "",
@@ -118,4 +118,4 @@ def dead_letter(
         offending_paths=(path,),
         payload=s.core.redactor.payload(kind, record),
     )
-    s.res.outs.append(Out("deadletter", device_id, letter.model_dump(mode="json")))
+    s.res.outs.append(Out("deadletter", device_id, letter))

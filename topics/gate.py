@@ -156,14 +156,23 @@ class Admitted:
 
     record: Observation | TaskEvent | ExperiencePlan | DeviceContext
     size: int
+    #: a plan's JSON form (``model_dump(mode="json")``), made once by the gate's checks and kept
+    #: by the core as the experience's plan; None for the other kinds
+    json: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """A record the gate refused; ``event_id`` is the record's ID when it could be read safely."""
+    """A record the gate refused; ``event_id`` is the record's ID when it could be read safely.
+    ``value`` is its dead letter's JSON form (what the pipeline writes), ``dead_letter`` the same
+    as a model."""
 
-    dead_letter: DeadLetter
+    value: dict[str, Any]
     event_id: str | None
+
+    @property
+    def dead_letter(self) -> DeadLetter:
+        return DeadLetter.model_validate(self.value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,7 +204,42 @@ def make_dead_letter(
     offending_paths: Iterable[str] = (),
     payload: str | None = None,
 ) -> DeadLetter:
-    """The §10 dead letter of ``raw`` (the original record value).
+    """The §10 dead letter of ``raw`` (the original record value), as a model: see
+    :func:`dead_letter_json`."""
+    return DeadLetter.model_validate(
+        dead_letter_json(
+            reason_code,
+            raw,
+            source_topic=source_topic,
+            partition=partition,
+            offset=offset,
+            key=key,
+            received_at_ms=received_at_ms,
+            event_id=event_id,
+            detail=detail,
+            offending_paths=offending_paths,
+            payload=payload,
+        )
+    )
+
+
+def dead_letter_json(
+    reason_code: DeadLetterReason,
+    raw: bytes,
+    *,
+    source_topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | str | None,
+    received_at_ms: int,
+    event_id: str | None,
+    detail: str,
+    offending_paths: Iterable[str] = (),
+    payload: str | None = None,
+) -> dict[str, Any]:
+    """The §10 dead letter of ``raw`` (the original record value) in its JSON form, built directly:
+    exactly :class:`~topics.records.DeadLetter`'s ``model_dump(mode="json")`` (tests compare the
+    two), without a pydantic round trip per rejected record.
 
     ``payload`` is the redacted copy of the parsed record (:class:`topics.hostile.Redactor`), kept
     only for the reasons that carry one: the raw bytes are never copied. An ``event_id`` that is
@@ -203,23 +247,22 @@ def make_dead_letter(
     :func:`topics.hostile.safe_key` only, never values."""
     if reason_code not in PAYLOAD_REASONS:
         payload = None
-    if event_id is not None and _ID_RE.fullmatch(event_id) is None:
+    if event_id is not None and _ID_FULLMATCH(event_id) is None:
         event_id = None
-    paths = tuple(_cut(p, _MAX_PATH_LEN) for p in offending_paths)[:_MAX_PATHS]
-    return DeadLetter(
-        reason_code=reason_code,
-        source_topic=source_topic,
-        partition=partition,
-        offset=offset,
-        key=_key_str(key),
-        event_id=event_id,
-        detail=_cut(detail, _MAX_DETAIL_LEN),
-        offending_paths=paths,
-        payload_sha256=hashlib.sha256(raw).hexdigest(),
-        payload_size=len(raw),
-        payload=payload,
-        received_at_ms=received_at_ms,
-    )
+    return {
+        "reason_code": reason_code,
+        "source_topic": source_topic,
+        "partition": partition,
+        "offset": offset,
+        "key": _key_str(key),
+        "event_id": event_id,
+        "detail": _cut(detail, _MAX_DETAIL_LEN),
+        "offending_paths": [_cut(p, _MAX_PATH_LEN) for p in offending_paths][:_MAX_PATHS],
+        "payload_sha256": hashlib.sha256(raw).hexdigest(),
+        "payload_size": len(raw),
+        "payload": payload,
+        "received_at_ms": received_at_ms,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,8 +325,11 @@ def _paths_text(paths: Sequence[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, str]]:
+def plan_problems(
+    plan: ExperiencePlan, registry: Registry, dump: dict[str, Any] | None = None
+) -> list[tuple[str, str]]:
     """Every reason ``plan`` cannot run, as (path, problem) pairs; empty when it is valid.
+    ``dump``: the plan's ``model_dump(mode="json")`` when the caller has it already.
 
     Checks (docs/CONTRACTS.md §3, §11): steps and ``allowed_action_contracts`` name catalog
     capabilities and operations exposed to a planner (not ``NO_GO``); required args are present
@@ -358,7 +404,7 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
         for area in plan.area_names:
             if area not in areas:
                 problems.append((f"area_names.{safe_key(area)}", "names an area not in the plan's areas"))
-    for path in _unprintable(plan):
+    for path in _unprintable(plan.model_dump(mode="json") if dump is None else dump):
         problems.append((path, "not printable text (a control or bidirectional character)"))
     if plan.preconditions is not None:
         problems.extend(("preconditions", p) for p in condition_problems(plan.preconditions))
@@ -377,10 +423,11 @@ def printable(text: str) -> bool:
     return not any(unicodedata.category(c) == "Cc" or c in _BIDI for c in text)
 
 
-def _unprintable(plan: ExperiencePlan) -> list[str]:
-    """The paths of the plan's strings (keys included) that are not :func:`printable`."""
+def _unprintable(dump: dict[str, Any]) -> list[str]:
+    """The paths of the plan's strings (keys included) that are not :func:`printable` (``dump``:
+    the plan's JSON form)."""
     found: list[str] = []
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(plan.model_dump(mode="json"), ())]
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(dump, ())]
     while stack:
         node, where = stack.pop()
         if type(node) is dict:
@@ -494,11 +541,12 @@ class Gate:
                 record = self._generic(TaskEvent, obj, key, raw)
             elif kind == "plans":
                 plan = self._generic(ExperiencePlan, obj, key, raw)
-                problems = plan_problems(plan, self._registry)
+                plan_json = plan.model_dump(mode="json")
+                problems = plan_problems(plan, self._registry, plan_json)
                 if problems:
                     detail = "plan: " + "; ".join(f"{_cut(p, 80)}: {msg}" for p, msg in problems[:6])
                     raise _Reject("plan_invalid", detail, [p for p, _ in problems])
-                record = plan
+                return Admitted(record=plan, size=len(raw), json=plan_json)
             elif kind == "device-context":
                 context: DeviceContext = self._generic(DeviceContext, obj, key, raw)
                 bad = context_data_problems(context)
@@ -513,7 +561,7 @@ class Gate:
                 raise _Reject("schema_invalid", f"unknown input kind {kind!r}")
         except _Reject as rej:
             event_id = self._event_id(obj, kind)
-            dl = make_dead_letter(
+            dl = dead_letter_json(
                 rej.reason,
                 raw,
                 source_topic=source_topic,
@@ -526,7 +574,7 @@ class Gate:
                 offending_paths=rej.paths,
                 payload=self.redactor.payload(kind, obj) if rej.reason in PAYLOAD_REASONS else None,
             )
-            return Rejected(dead_letter=dl, event_id=dl.event_id)
+            return Rejected(value=dl, event_id=dl["event_id"])
         return Admitted(record=record, size=len(raw))
 
     # ----------------------------------------------------------------------------------------
@@ -889,6 +937,7 @@ __all__ = [
     "GateKind",
     "Rejected",
     "context_data_problems",
+    "dead_letter_json",
     "forbidden_key_paths",
     "make_dead_letter",
     "plan_problems",
