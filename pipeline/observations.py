@@ -43,48 +43,54 @@ def on_observation(
                 path="correlation.experience_id",
             )
             return
-    dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
-    # 5. deduplication
-    if core.is_duplicate(seen_at, received_at_ms):
-        s.drop("duplicate", obs.event_id, received_at_ms, f"duplicate {obs.type}")
+    if received_at_ms > dev.last_received_ms:
+        dev.last_received_ms = received_at_ms
+    event_id, type_, observed_at_ms = obs.event_id, obs.type, obs.observed_at_ms
+    # 5. deduplication (Pipeline.is_duplicate, inlined: once per observation)
+    if seen_at is not None and received_at_ms - seen_at <= core.dedup_window_ms:
+        s.drop("duplicate", event_id, received_at_ms, f"duplicate {type_}")
         return
     res.mark_seen = True
-    # pending debounce changes (and a precondition deadline) passed on the receive-time clock
-    context_steps.deadline_due(s, res.experience, received_at_ms)
-    debounce.confirm_due(s, received_at_ms)
+    # pending debounce changes (and a precondition deadline) passed on the receive-time clock; with
+    # nothing pending now, nothing becomes pending before the second confirmation below
+    if dev.precondition_due_ms is not None:
+        context_steps.deadline_due(s, res.experience, received_at_ms)
+    pending = dev.has_pending()
+    if pending:
+        debounce.confirm_due(s, received_at_ms)
     # 6. freshness
     ttl = spec.effective_ttl_ms(obs.ttl_ms)
-    if obs.observed_at_ms > received_at_ms + MAX_CLOCK_SKEW_MS:
+    if observed_at_ms > received_at_ms + MAX_CLOCK_SKEW_MS:
         s.drop(
             "clock_skew",
-            obs.event_id,
+            event_id,
             received_at_ms,
-            f"{obs.type} observed {obs.observed_at_ms - received_at_ms} ms in the future",
+            f"{type_} observed {observed_at_ms - received_at_ms} ms in the future",
         )
         return
-    age = max(obs.freshness_ms, received_at_ms - obs.observed_at_ms)
+    age = max(obs.freshness_ms, received_at_ms - observed_at_ms)
     fresh = age <= ttl
     facts = dict(obs.facts)
-    current = dev.snapshot.get(obs.type)
-    if current is None or obs.observed_at_ms > current.observed_at_ms:
-        dev.snapshot[obs.type] = SnapshotEntry(
-            obs.event_id, obs.observed_at_ms, received_at_ms, facts, stale=not fresh
-        )
+    snapshot = dev.snapshot
+    current = snapshot.get(type_)
+    if current is None or observed_at_ms > current.observed_at_ms:
+        snapshot[type_] = SnapshotEntry(event_id, observed_at_ms, received_at_ms, facts, not fresh)
     if not fresh:
-        s.drop("stale", obs.event_id, received_at_ms, f"{obs.type} age {age} ms > ttl {ttl} ms")
+        s.drop("stale", event_id, received_at_ms, f"{type_} age {age} ms > ttl {ttl} ms")
         return
     trigger = Trigger(
-        event_id=obs.event_id,
-        type=obs.type,
-        observed_at_ms=obs.observed_at_ms,
-        received_at_ms=received_at_ms,
-        facts=facts,
-        correlation=(corr.experience_id, corr.workflow_id, corr.step_id) if corr else None,
-        requires_cloud_decision=obs.requires_cloud_decision,
+        event_id,
+        type_,
+        observed_at_ms,
+        received_at_ms,
+        facts,
+        (corr.experience_id, corr.workflow_id, corr.step_id) if corr else None,
+        obs.requires_cloud_decision,
     )
     # confirmation by a later record's observed_at_ms
-    debounce.confirm_due(s, obs.observed_at_ms, by_observed=True)
-    if obs.type == VOICE_PIPELINE_CONTRACT:
+    if pending:
+        debounce.confirm_due(s, observed_at_ms, by_observed=True)
+    if type_ == VOICE_PIPELINE_CONTRACT:
         decisions.voice(s, res.experience, trigger)
         return
     # 7. debounce (and on to steps 8–11)

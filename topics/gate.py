@@ -426,6 +426,14 @@ def printable(text: str) -> bool:
 def _unprintable(dump: dict[str, Any]) -> list[str]:
     """The paths of the plan's strings (keys included) that are not :func:`printable` (``dump``:
     the plan's JSON form)."""
+    try:
+        text = orjson.dumps(dump)
+    except orjson.JSONEncodeError:
+        text = b"\\"
+    # every string ASCII, with no control character (orjson escapes those with a backslash) and no
+    # DEL: all printable, no walk needed
+    if text.isascii() and b"\\" not in text and b"\x7f" not in text:
+        return []
     found: list[str] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(dump, ())]
     while stack:
@@ -497,13 +505,19 @@ class Gate:
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self._checks = {cid: _ContractCheck.of(spec) for cid, spec in registry.contracts.items()}
-        candidates = set(_OBS_FIELDS) | _CORRELATION_SET
-        for spec in registry.contracts.values():
-            candidates.update(spec.facts)
-        #: Keys that are certainly not forbidden (exact spelling): skipped by the fast check.
-        self._safe_keys = frozenset(k for k in candidates if not is_forbidden_key(k))
         facts = {name for spec in registry.contracts.values() for name in spec.facts}
         self.redactor = Redactor(facts, registry.arg_types)
+        candidates = set(_OBS_FIELDS) | _CORRELATION_SET | facts
+        # every key a record of any kind defines (plans' and task events' fields, args, ...)
+        shapes = list(self.redactor.shapes.values())
+        while shapes:
+            shape = shapes.pop()
+            candidates.update(shape.fields)
+            shapes.extend(shape.fields.values())
+            if shape.id_keys is not None:
+                shapes.append(shape.id_keys)
+        #: Keys that are certainly not forbidden (exact spelling): skipped by the fast check.
+        self._safe_keys = frozenset(k for k in candidates if not is_forbidden_key(k))
 
     @property
     def registry(self) -> Registry:
@@ -602,7 +616,7 @@ class Gate:
         raw: bytes,
     ) -> Any:
         self._hostile(obj, raw)
-        paths = forbidden_key_paths(obj)
+        paths = [] if self._clean(obj) else forbidden_key_paths(obj)
         if paths:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
         try:
