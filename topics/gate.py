@@ -413,6 +413,10 @@ def plan_problems(
 
 #: Bidirectional formatting characters (embeddings, overrides, isolates and marks).
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: What may make a plan's encoded form hold a string that is not :func:`printable`: a control
+#: character (Unicode ``Cc``: U+0000–U+001F, U+007F–U+009F), a bidirectional one, or a backslash
+#: (orjson's escapes)
+_SUSPECT = re.compile("[\x00-\x1f\x7f-\x9f\\\\" + "".join(sorted(_BIDI)) + "]")
 
 
 def printable(text: str) -> bool:
@@ -427,12 +431,13 @@ def _unprintable(dump: dict[str, Any]) -> list[str]:
     """The paths of the plan's strings (keys included) that are not :func:`printable` (``dump``:
     the plan's JSON form)."""
     try:
-        text = orjson.dumps(dump)
+        text = orjson.dumps(dump).decode("utf-8")
     except orjson.JSONEncodeError:
-        text = b"\\"
-    # every string ASCII, with no control character (orjson escapes those with a backslash) and no
-    # DEL: all printable, no walk needed
-    if text.isascii() and b"\\" not in text and b"\x7f" not in text:
+        text = "\\"
+    # no control character (orjson escapes those below U+0020 with a backslash, the others stay as
+    # they are), no bidirectional one and no backslash in the encoded form: every string and key
+    # is printable, no walk needed
+    if _SUSPECT.search(text) is None:
         return []
     found: list[str] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(dump, ())]
