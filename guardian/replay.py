@@ -785,8 +785,10 @@ def _run_job(
     try:
         writes = {k: h.write for k, h in handles.items()}
 
+        newline = orjson.OPT_APPEND_NEWLINE
+
         def emit(o: Out) -> None:
-            writes[o.kind](dumps(o.value) + b"\n")
+            writes[o.kind](dumps(o.value, option=newline))
             counts.add(o.kind, o.value)
 
         add_state, close_states = _write_states(_states_file(tmp, out_dir))

@@ -66,6 +66,8 @@ _ID_RE = re.compile(ID_PATTERN)
 _ID_FULLMATCH = _ID_RE.fullmatch
 _object_setattr = object.__setattr__
 _MAX_PATHS = 32
+#: the most IDs the gate remembers as valid (:meth:`Gate._is_known_id`)
+_KNOWN_IDS_MAX = 65_536
 _MAX_PATH_LEN = 200
 _MAX_DETAIL_LEN = 500
 
@@ -523,6 +525,10 @@ class Gate:
                 shapes.append(shape.id_keys)
         #: Keys that are certainly not forbidden (exact spelling): skipped by the fast check.
         self._safe_keys = frozenset(k for k in candidates if not is_forbidden_key(k))
+        #: Device, experience, workflow and step IDs that matched the ID pattern (they repeat
+        #: record after record): a set lookup instead of a regex match; emptied when full. The
+        #: answer is the regex's either way.
+        self._known_ids: set[str] = set()
 
     @property
     def registry(self) -> Registry:
@@ -670,6 +676,16 @@ class Gate:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
         raise _Reject("schema_invalid", detail)
 
+    def _is_known_id(self, value: str) -> bool:
+        """``value`` (a str) matches the ID pattern; remembered in ``_known_ids`` if so."""
+        if _ID_FULLMATCH(value) is None:
+            return False
+        known = self._known_ids
+        if len(known) >= _KNOWN_IDS_MAX:
+            known.clear()
+        known.add(value)
+        return True
+
     def _fast_observation(self, obj: dict[str, Any], key: Any) -> Observation | None:
         """The common case in one pass: an observation whose every top-level field is known and
         well typed, whose correlation is three IDs and whose facts are allowlisted scalars has no
@@ -679,6 +695,7 @@ class Gate:
             return None
         get = obj.get
         fullmatch = _ID_FULLMATCH
+        known = self._known_ids
         event_id: Any = get("event_id")
         device_id: Any = get("device_id")
         ctype: Any = get("type")
@@ -693,7 +710,7 @@ class Gate:
             and type(event_id) is str
             and fullmatch(event_id) is not None
             and type(device_id) is str
-            and fullmatch(device_id) is not None
+            and (device_id in known or self._is_known_id(device_id))
             and type(ctype) is str
             and type(source) is str
             and 0 < len(source) <= 256
@@ -725,11 +742,11 @@ class Gate:
                 type(corr) is dict
                 and len(corr) == 3
                 and type(ce := corr.get("experience_id")) is str
-                and fullmatch(ce) is not None
+                and (ce in known or self._is_known_id(ce))
                 and type(cw := corr.get("workflow_id")) is str
-                and fullmatch(cw) is not None
+                and (cw in known or self._is_known_id(cw))
                 and type(cs := corr.get("step_id")) is str
-                and fullmatch(cs) is not None
+                and (cs in known or self._is_known_id(cs))
             ):
                 return None
             correlation = _build(
