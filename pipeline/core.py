@@ -99,7 +99,7 @@ class Pipeline:
         decide: Decider | None,
         raw: RawRef | None = None,
     ) -> Result:
-        s = Step(self, dev, Result(experience=exp), decide=decide, owner_of=owner_of)
+        s = Step(self, dev, Result([], exp), decide, owner_of)  # positional: once per observation
         observations.on_observation(s, obs, received_at_ms, seen_at, raw)
         return s.done()
 

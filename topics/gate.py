@@ -600,7 +600,7 @@ class Gate:
                 payload=self.redactor.payload(kind, obj) if rej.reason in PAYLOAD_REASONS else None,
             )
             return Rejected(value=dl, event_id=dl["event_id"])
-        return Admitted(record=record, size=len(raw))
+        return Admitted(record, len(raw))
 
     # ----------------------------------------------------------------------------------------
 
