@@ -152,11 +152,11 @@ def _lines(
     with open_input(name) as handle:
         try:
             for lineno, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
                 try:
                     obj = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:
+                    if not line.strip():  # a blank line (looked for only when a line does not parse)
+                        continue
                     raise ReplayInputError(f"{name}:{lineno}: not a JSON line ({exc})") from exc
                 if type(obj) is not dict:
                     raise ReplayInputError(f"{name}:{lineno}: not a JSON object")
@@ -785,8 +785,10 @@ def _run_job(
     try:
         writes = {k: h.write for k, h in handles.items()}
 
+        newline = orjson.OPT_APPEND_NEWLINE
+
         def emit(o: Out) -> None:
-            writes[o.kind](dumps(o.value) + b"\n")
+            writes[o.kind](dumps(o.value, option=newline))
             counts.add(o.kind, o.value)
 
         add_state, close_states = _write_states(_states_file(tmp, out_dir))

@@ -73,9 +73,11 @@ class Pipeline:
         *,
         owner_of: OwnerOf | None = None,
         raw: RawRef | None = None,
+        plan_json: dict[str, Any] | None = None,
     ) -> Result:
+        """``plan_json``: the plan's ``model_dump(mode="json")`` when the caller has it (the gate's)."""
         s = Step(self, dev, Result(), owner_of=owner_of)
-        plans.on_plan(s, exp, plan, received_at_ms, raw)
+        plans.on_plan(s, exp, plan, received_at_ms, raw, plan_json)
         return s.done()
 
     def on_device_context(
@@ -97,7 +99,7 @@ class Pipeline:
         decide: Decider | None,
         raw: RawRef | None = None,
     ) -> Result:
-        s = Step(self, dev, Result(experience=exp), decide=decide, owner_of=owner_of)
+        s = Step(self, dev, Result([], exp), decide, owner_of)  # positional: once per observation
         observations.on_observation(s, obs, received_at_ms, seen_at, raw)
         return s.done()
 

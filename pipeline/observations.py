@@ -4,6 +4,8 @@ experience is dead-lettered and, like every dead-lettered record (§10), changes
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from pydantic import BaseModel
 
@@ -11,7 +13,7 @@ from pipeline import context_steps, debounce, decisions
 from pipeline.step import RawRef, Step
 from tables.state import SnapshotEntry, Trigger
 from topics.envelope import Out
-from topics.gate import make_dead_letter
+from topics.gate import dead_letter_json
 from topics.records import Observation
 
 #: §4.3 step 6: an observation more than 5 s in the future is clock skew.
@@ -44,48 +46,54 @@ def on_observation(
         )
     ):
         return
-    dev.last_received_ms = max(dev.last_received_ms, received_at_ms)
-    # 5. deduplication
-    if core.is_duplicate(seen_at, received_at_ms):
-        s.drop("duplicate", obs.event_id, received_at_ms, f"duplicate {obs.type}")
+    if received_at_ms > dev.last_received_ms:
+        dev.last_received_ms = received_at_ms
+    event_id, type_, observed_at_ms = obs.event_id, obs.type, obs.observed_at_ms
+    # 5. deduplication (Pipeline.is_duplicate, inlined: once per observation)
+    if seen_at is not None and received_at_ms - seen_at <= core.dedup_window_ms:
+        s.drop("duplicate", event_id, received_at_ms, f"duplicate {type_}")
         return
     res.mark_seen = True
-    # pending debounce changes (and a precondition deadline) passed on the receive-time clock
-    context_steps.deadline_due(s, res.experience, received_at_ms)
-    debounce.confirm_due(s, received_at_ms)
+    # pending debounce changes (and a precondition deadline) passed on the receive-time clock; with
+    # nothing pending now, nothing becomes pending before the second confirmation below
+    if dev.precondition_due_ms is not None:
+        context_steps.deadline_due(s, res.experience, received_at_ms)
+    pending = dev.has_pending()
+    if pending:
+        debounce.confirm_due(s, received_at_ms)
     # 6. freshness
     ttl = spec.effective_ttl_ms(obs.ttl_ms)
-    if obs.observed_at_ms > received_at_ms + MAX_CLOCK_SKEW_MS:
+    if observed_at_ms > received_at_ms + MAX_CLOCK_SKEW_MS:
         s.drop(
             "clock_skew",
-            obs.event_id,
+            event_id,
             received_at_ms,
-            f"{obs.type} observed {obs.observed_at_ms - received_at_ms} ms in the future",
+            f"{type_} observed {observed_at_ms - received_at_ms} ms in the future",
         )
         return
-    age = max(obs.freshness_ms, received_at_ms - obs.observed_at_ms)
+    age = max(obs.freshness_ms, received_at_ms - observed_at_ms)
     fresh = age <= ttl
     facts = dict(obs.facts)
-    current = dev.snapshot.get(obs.type)
-    if current is None or obs.observed_at_ms > current.observed_at_ms:
-        dev.snapshot[obs.type] = SnapshotEntry(
-            obs.event_id, obs.observed_at_ms, received_at_ms, facts, stale=not fresh
-        )
+    snapshot = dev.snapshot
+    current = snapshot.get(type_)
+    if current is None or observed_at_ms > current.observed_at_ms:
+        snapshot[type_] = SnapshotEntry(event_id, observed_at_ms, received_at_ms, facts, not fresh)
     if not fresh:
-        s.drop("stale", obs.event_id, received_at_ms, f"{obs.type} age {age} ms > ttl {ttl} ms")
+        s.drop("stale", event_id, received_at_ms, f"{type_} age {age} ms > ttl {ttl} ms")
         return
     trigger = Trigger(
-        event_id=obs.event_id,
-        type=obs.type,
-        observed_at_ms=obs.observed_at_ms,
-        received_at_ms=received_at_ms,
-        facts=facts,
-        correlation=(corr.experience_id, corr.workflow_id, corr.step_id) if corr else None,
-        requires_cloud_decision=obs.requires_cloud_decision,
+        event_id,
+        type_,
+        observed_at_ms,
+        received_at_ms,
+        facts,
+        (corr.experience_id, corr.workflow_id, corr.step_id) if corr else None,
+        obs.requires_cloud_decision,
     )
     # confirmation by a later record's observed_at_ms
-    debounce.confirm_due(s, obs.observed_at_ms, by_observed=True)
-    if obs.type == VOICE_PIPELINE_CONTRACT:
+    if pending:
+        debounce.confirm_due(s, observed_at_ms, by_observed=True)
+    if type_ == VOICE_PIPELINE_CONTRACT:
         decisions.voice(s, res.experience, trigger)
         return
     # 7. debounce (and on to steps 8–11)
@@ -96,7 +104,7 @@ def refused_cross_device(
     s: Step,
     owner: str | None,
     kind: str,
-    record: BaseModel,
+    record: BaseModel | dict[str, Any],
     raw: RawRef | None,
     received_at_ms: int,
     *,
@@ -108,10 +116,10 @@ def refused_cross_device(
     rule 9); if so it is refused with a ``cross_device`` dead letter (its redacted copy, §10)."""
     if owner is None or owner == s.dev.device_id:
         return False
-    dumped = record.model_dump(mode="json")
+    dumped = record if isinstance(record, dict) else record.model_dump(mode="json")
     device_id = s.dev.device_id
     value = raw.value if raw is not None else orjson.dumps(dumped)
-    letter = make_dead_letter(
+    letter = dead_letter_json(
         "cross_device",
         value,
         source_topic=raw.source_topic if raw else "",
@@ -124,5 +132,5 @@ def refused_cross_device(
         offending_paths=(path,),
         payload=s.core.redactor.payload(kind, dumped),
     )
-    s.res.outs.append(Out("deadletter", device_id, letter.model_dump(mode="json")))
+    s.res.outs.append(Out("deadletter", device_id, letter))
     return True

@@ -3,6 +3,8 @@ running one and starts, or waits for its preconditions (:mod:`pipeline.context_s
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline import context_steps, debounce
 from pipeline.observations import refused_cross_device
 from pipeline.step import RawRef, Step, active
@@ -11,16 +13,23 @@ from topics.records import DeviceContext, ExperiencePlan
 
 
 def on_plan(
-    s: Step, exp: ExperienceState | None, plan: ExperiencePlan, received_at_ms: int, raw: RawRef | None
+    s: Step,
+    exp: ExperienceState | None,
+    plan: ExperiencePlan,
+    received_at_ms: int,
+    raw: RawRef | None,
+    plan_json: dict[str, Any] | None = None,
 ) -> None:
     dev, res = s.dev, s.res
+    if plan_json is None:
+        plan_json = plan.model_dump(mode="json")
     # §2 rule 9: an experience_id belongs to the first device whose plan used it
     owner = s.owner(plan.experience_id)
     if refused_cross_device(
         s,
         owner,
         "plans",
-        plan,
+        plan_json,
         raw,
         received_at_ms,
         event_id=plan.experience_id,
@@ -56,7 +65,7 @@ def on_plan(
         experience_id=plan.experience_id,
         device_id=dev.device_id,
         workflow_id=plan.workflow_id,
-        plan=plan.model_dump(mode="json"),
+        plan=plan_json,
         areas=list(plan.areas),
         budgets=budgets,
     )

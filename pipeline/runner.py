@@ -176,8 +176,7 @@ class Processor:
         )
         if not isinstance(verdict, Admitted):
             key_str = key.decode("utf-8", "replace") if key is not None else None
-            letter = verdict.dead_letter.model_dump(mode="json")
-            return Processed([Out("deadletter", key_str, letter)], [], None)
+            return Processed([Out("deadletter", key_str, verdict.value)], [], None)
         record = verdict.record
         device_id = record.device_id
         coords = Coords(kind, partition, offset)
@@ -226,6 +225,7 @@ class Processor:
                 received_at_ms,
                 owner_of=store.owner_of,
                 raw=RawRef(source_topic, partition, offset, value or b""),
+                plan_json=verdict.json,
             )
             if res.owner is not None:
                 store.put_owner(*res.owner)

@@ -66,6 +66,8 @@ _ID_RE = re.compile(ID_PATTERN)
 _ID_FULLMATCH = _ID_RE.fullmatch
 _object_setattr = object.__setattr__
 _MAX_PATHS = 32
+#: the most IDs the gate remembers as valid (:meth:`Gate._is_known_id`)
+_KNOWN_IDS_MAX = 65_536
 _MAX_PATH_LEN = 200
 _MAX_DETAIL_LEN = 500
 
@@ -156,14 +158,23 @@ class Admitted:
 
     record: Observation | TaskEvent | ExperiencePlan | DeviceContext
     size: int
+    #: a plan's JSON form (``model_dump(mode="json")``), made once by the gate's checks and kept
+    #: by the core as the experience's plan; None for the other kinds
+    json: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """A record the gate refused; ``event_id`` is the record's ID when it could be read safely."""
+    """A record the gate refused; ``event_id`` is the record's ID when it could be read safely.
+    ``value`` is its dead letter's JSON form (what the pipeline writes), ``dead_letter`` the same
+    as a model."""
 
-    dead_letter: DeadLetter
+    value: dict[str, Any]
     event_id: str | None
+
+    @property
+    def dead_letter(self) -> DeadLetter:
+        return DeadLetter.model_validate(self.value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,7 +206,42 @@ def make_dead_letter(
     offending_paths: Iterable[str] = (),
     payload: str | None = None,
 ) -> DeadLetter:
-    """The §10 dead letter of ``raw`` (the original record value).
+    """The §10 dead letter of ``raw`` (the original record value), as a model: see
+    :func:`dead_letter_json`."""
+    return DeadLetter.model_validate(
+        dead_letter_json(
+            reason_code,
+            raw,
+            source_topic=source_topic,
+            partition=partition,
+            offset=offset,
+            key=key,
+            received_at_ms=received_at_ms,
+            event_id=event_id,
+            detail=detail,
+            offending_paths=offending_paths,
+            payload=payload,
+        )
+    )
+
+
+def dead_letter_json(
+    reason_code: DeadLetterReason,
+    raw: bytes,
+    *,
+    source_topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | str | None,
+    received_at_ms: int,
+    event_id: str | None,
+    detail: str,
+    offending_paths: Iterable[str] = (),
+    payload: str | None = None,
+) -> dict[str, Any]:
+    """The §10 dead letter of ``raw`` (the original record value) in its JSON form, built directly:
+    exactly :class:`~topics.records.DeadLetter`'s ``model_dump(mode="json")`` (tests compare the
+    two), without a pydantic round trip per rejected record.
 
     ``payload`` is the redacted copy of the parsed record (:class:`topics.hostile.Redactor`), kept
     only for the reasons that carry one: the raw bytes are never copied. An ``event_id`` that is
@@ -203,23 +249,22 @@ def make_dead_letter(
     :func:`topics.hostile.safe_key` only, never values."""
     if reason_code not in PAYLOAD_REASONS:
         payload = None
-    if event_id is not None and _ID_RE.fullmatch(event_id) is None:
+    if event_id is not None and _ID_FULLMATCH(event_id) is None:
         event_id = None
-    paths = tuple(_cut(p, _MAX_PATH_LEN) for p in offending_paths)[:_MAX_PATHS]
-    return DeadLetter(
-        reason_code=reason_code,
-        source_topic=source_topic,
-        partition=partition,
-        offset=offset,
-        key=_key_str(key),
-        event_id=event_id,
-        detail=_cut(detail, _MAX_DETAIL_LEN),
-        offending_paths=paths,
-        payload_sha256=hashlib.sha256(raw).hexdigest(),
-        payload_size=len(raw),
-        payload=payload,
-        received_at_ms=received_at_ms,
-    )
+    return {
+        "reason_code": reason_code,
+        "source_topic": source_topic,
+        "partition": partition,
+        "offset": offset,
+        "key": _key_str(key),
+        "event_id": event_id,
+        "detail": _cut(detail, _MAX_DETAIL_LEN),
+        "offending_paths": [_cut(p, _MAX_PATH_LEN) for p in offending_paths][:_MAX_PATHS],
+        "payload_sha256": hashlib.sha256(raw).hexdigest(),
+        "payload_size": len(raw),
+        "payload": payload,
+        "received_at_ms": received_at_ms,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,8 +327,11 @@ def _paths_text(paths: Sequence[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, str]]:
+def plan_problems(
+    plan: ExperiencePlan, registry: Registry, dump: dict[str, Any] | None = None
+) -> list[tuple[str, str]]:
     """Every reason ``plan`` cannot run, as (path, problem) pairs; empty when it is valid.
+    ``dump``: the plan's ``model_dump(mode="json")`` when the caller has it already.
 
     Checks (docs/CONTRACTS.md §3, §11): steps and ``allowed_action_contracts`` name catalog
     capabilities and operations exposed to a planner (not ``NO_GO``); required args are present
@@ -358,7 +406,7 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
         for area in plan.area_names:
             if area not in areas:
                 problems.append((f"area_names.{safe_key(area)}", "names an area not in the plan's areas"))
-    for path in _unprintable(plan):
+    for path in _unprintable(plan.model_dump(mode="json") if dump is None else dump):
         problems.append((path, "not printable text (a control or bidirectional character)"))
     if plan.preconditions is not None:
         problems.extend(("preconditions", p) for p in condition_problems(plan.preconditions))
@@ -367,6 +415,10 @@ def plan_problems(plan: ExperiencePlan, registry: Registry) -> list[tuple[str, s
 
 #: Bidirectional formatting characters (embeddings, overrides, isolates and marks).
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: What may make a plan's encoded form hold a string that is not :func:`printable`: a control
+#: character (Unicode ``Cc``: U+0000–U+001F, U+007F–U+009F), a bidirectional one, or a backslash
+#: (orjson's escapes)
+_SUSPECT = re.compile("[\x00-\x1f\x7f-\x9f\\\\" + "".join(sorted(_BIDI)) + "]")
 
 
 def printable(text: str) -> bool:
@@ -377,10 +429,20 @@ def printable(text: str) -> bool:
     return not any(unicodedata.category(c) == "Cc" or c in _BIDI for c in text)
 
 
-def _unprintable(plan: ExperiencePlan) -> list[str]:
-    """The paths of the plan's strings (keys included) that are not :func:`printable`."""
+def _unprintable(dump: dict[str, Any]) -> list[str]:
+    """The paths of the plan's strings (keys included) that are not :func:`printable` (``dump``:
+    the plan's JSON form)."""
+    try:
+        text = orjson.dumps(dump).decode("utf-8")
+    except orjson.JSONEncodeError:
+        text = "\\"
+    # no control character (orjson escapes those below U+0020 with a backslash, the others stay as
+    # they are), no bidirectional one and no backslash in the encoded form: every string and key
+    # is printable, no walk needed
+    if _SUSPECT.search(text) is None:
+        return []
     found: list[str] = []
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(plan.model_dump(mode="json"), ())]
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(dump, ())]
     while stack:
         node, where = stack.pop()
         if type(node) is dict:
@@ -450,13 +512,23 @@ class Gate:
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
         self._checks = {cid: _ContractCheck.of(spec) for cid, spec in registry.contracts.items()}
-        candidates = set(_OBS_FIELDS) | _CORRELATION_SET
-        for spec in registry.contracts.values():
-            candidates.update(spec.facts)
-        #: Keys that are certainly not forbidden (exact spelling): skipped by the fast check.
-        self._safe_keys = frozenset(k for k in candidates if not is_forbidden_key(k))
         facts = {name for spec in registry.contracts.values() for name in spec.facts}
         self.redactor = Redactor(facts, registry.arg_types)
+        candidates = set(_OBS_FIELDS) | _CORRELATION_SET | facts
+        # every key a record of any kind defines (plans' and task events' fields, args, ...)
+        shapes = list(self.redactor.shapes.values())
+        while shapes:
+            shape = shapes.pop()
+            candidates.update(shape.fields)
+            shapes.extend(shape.fields.values())
+            if shape.id_keys is not None:
+                shapes.append(shape.id_keys)
+        #: Keys that are certainly not forbidden (exact spelling): skipped by the fast check.
+        self._safe_keys = frozenset(k for k in candidates if not is_forbidden_key(k))
+        #: Device, experience, workflow and step IDs that matched the ID pattern (they repeat
+        #: record after record): a set lookup instead of a regex match; emptied when full. The
+        #: answer is the regex's either way.
+        self._known_ids: set[str] = set()
 
     @property
     def registry(self) -> Registry:
@@ -494,11 +566,12 @@ class Gate:
                 record = self._generic(TaskEvent, obj, key, raw)
             elif kind == "plans":
                 plan = self._generic(ExperiencePlan, obj, key, raw)
-                problems = plan_problems(plan, self._registry)
+                plan_json = plan.model_dump(mode="json")
+                problems = plan_problems(plan, self._registry, plan_json)
                 if problems:
                     detail = "plan: " + "; ".join(f"{_cut(p, 80)}: {msg}" for p, msg in problems[:6])
                     raise _Reject("plan_invalid", detail, [p for p, _ in problems])
-                record = plan
+                return Admitted(record=plan, size=len(raw), json=plan_json)
             elif kind == "device-context":
                 context: DeviceContext = self._generic(DeviceContext, obj, key, raw)
                 bad = context_data_problems(context)
@@ -513,7 +586,7 @@ class Gate:
                 raise _Reject("schema_invalid", f"unknown input kind {kind!r}")
         except _Reject as rej:
             event_id = self._event_id(obj, kind)
-            dl = make_dead_letter(
+            dl = dead_letter_json(
                 rej.reason,
                 raw,
                 source_topic=source_topic,
@@ -526,8 +599,8 @@ class Gate:
                 offending_paths=rej.paths,
                 payload=self.redactor.payload(kind, obj) if rej.reason in PAYLOAD_REASONS else None,
             )
-            return Rejected(dead_letter=dl, event_id=dl.event_id)
-        return Admitted(record=record, size=len(raw))
+            return Rejected(value=dl, event_id=dl["event_id"])
+        return Admitted(record, len(raw))
 
     # ----------------------------------------------------------------------------------------
 
@@ -554,7 +627,7 @@ class Gate:
         raw: bytes,
     ) -> Any:
         self._hostile(obj, raw)
-        paths = forbidden_key_paths(obj)
+        paths = [] if self._clean(obj) else forbidden_key_paths(obj)
         if paths:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
         try:
@@ -603,6 +676,16 @@ class Gate:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
         raise _Reject("schema_invalid", detail)
 
+    def _is_known_id(self, value: str) -> bool:
+        """``value`` (a str) matches the ID pattern; remembered in ``_known_ids`` if so."""
+        if _ID_FULLMATCH(value) is None:
+            return False
+        known = self._known_ids
+        if len(known) >= _KNOWN_IDS_MAX:
+            known.clear()
+        known.add(value)
+        return True
+
     def _fast_observation(self, obj: dict[str, Any], key: Any) -> Observation | None:
         """The common case in one pass: an observation whose every top-level field is known and
         well typed, whose correlation is three IDs and whose facts are allowlisted scalars has no
@@ -612,6 +695,7 @@ class Gate:
             return None
         get = obj.get
         fullmatch = _ID_FULLMATCH
+        known = self._known_ids
         event_id: Any = get("event_id")
         device_id: Any = get("device_id")
         ctype: Any = get("type")
@@ -626,7 +710,7 @@ class Gate:
             and type(event_id) is str
             and fullmatch(event_id) is not None
             and type(device_id) is str
-            and fullmatch(device_id) is not None
+            and (device_id in known or self._is_known_id(device_id))
             and type(ctype) is str
             and type(source) is str
             and 0 < len(source) <= 256
@@ -658,11 +742,11 @@ class Gate:
                 type(corr) is dict
                 and len(corr) == 3
                 and type(ce := corr.get("experience_id")) is str
-                and fullmatch(ce) is not None
+                and (ce in known or self._is_known_id(ce))
                 and type(cw := corr.get("workflow_id")) is str
-                and fullmatch(cw) is not None
+                and (cw in known or self._is_known_id(cw))
                 and type(cs := corr.get("step_id")) is str
-                and fullmatch(cs) is not None
+                and (cs in known or self._is_known_id(cs))
             ):
                 return None
             correlation = _build(
@@ -889,6 +973,7 @@ __all__ = [
     "GateKind",
     "Rejected",
     "context_data_problems",
+    "dead_letter_json",
     "forbidden_key_paths",
     "make_dead_letter",
     "plan_problems",

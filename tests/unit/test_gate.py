@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tests.unit.test_records import ENVELOPE, SEED_OBSERVATION, SEED_PLAN, SEED_TASK_EVENT
-from topics.gate import Admitted, Gate, GateKind, Rejected, make_dead_letter
+from topics.gate import Admitted, Gate, GateKind, Rejected, dead_letter_json, make_dead_letter
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import load_registry
 
@@ -44,6 +44,9 @@ def with_facts(**facts: Any) -> bytes:
 def rejected(result: Admitted | Rejected, reason: str) -> Rejected:
     assert isinstance(result, Rejected), result
     assert result.dead_letter.reason_code == reason, result.dead_letter
+    # the gate builds the dead letter's JSON form directly: exactly the model's, field for field
+    assert result.dead_letter.model_dump(mode="json") == result.value
+    assert list(result.value) == list(result.dead_letter.model_dump(mode="json"))
     return result
 
 
@@ -314,6 +317,12 @@ def test_make_dead_letter_for_cross_device() -> None:
     assert dl.payload == raw.decode() and dl.key == "airbot-0001"
     assert dl.payload_sha256 == hashlib.sha256(raw).hexdigest() and dl.payload_size == len(raw)
     assert orjson.loads(dl.to_json_bytes())["offending_paths"] == ["correlation.experience_id"]
+    direct = dead_letter_json(
+        "cross_device", raw, source_topic="guardian.observations", partition=1, offset=7, key=KEY,
+        received_at_ms=5, event_id="obs_guardian_0007", detail="correlation names another experience",
+        offending_paths=("correlation.experience_id",), payload=raw.decode(),
+    )  # fmt: skip
+    assert orjson.dumps(direct) == dl.to_json_bytes()
     hidden = make_dead_letter(
         "fact_invalid", raw, source_topic="t", partition=0, offset=0, key=None, received_at_ms=0,
         event_id="not an id", detail="x",

@@ -36,6 +36,8 @@ def reason(value: bytes, kind: GateKind = "observations", key: Any = KEY) -> str
 def rejected(value: bytes, kind: GateKind = "observations", key: Any = KEY) -> Rejected:
     result = admit(value, kind, key)
     assert isinstance(result, Rejected), result
+    # the gate builds the dead letter's JSON form directly: exactly the model's, byte for byte
+    assert orjson.dumps(result.value) == result.dead_letter.to_json_bytes()
     return result
 
 
