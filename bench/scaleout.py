@@ -10,9 +10,12 @@ group's committed offsets are polled to the end:
 - ``rebalance_pause_s``: the longest time the group committed nothing after the others started
   (their start-up, the rebalances, the tables recovered by the new owners);
 - ``rss_mb``: each worker's peak RSS (``VmHWM``) at the end;
-- correctness: every output record is read back and compared with the one-worker run's outputs
-  (topic prefixes taken out): ``missing`` and ``unexpected`` must be 0; ``duplicates`` counts the
-  extra copies at-least-once delivery wrote across rebalances (same IDs, same contents).
+- correctness: every output record is read back and compared with what ``guardian replay`` makes
+  of the same input records, read back from the run's input topics (topic prefixes taken out; a
+  live worker runs the very core replay runs, so any difference is a fault of the live path):
+  ``missing`` and ``unexpected`` must be 0, for one worker as for several; ``duplicates`` counts
+  the extra copies at-least-once delivery wrote across rebalances (same IDs, same place in a
+  device's timeline).
 
 On a machine with fewer cores than workers the aggregate cannot grow: the part shows correctness
 and the cost of rebalancing; throughput per core is the pipeline part's figure.
@@ -25,12 +28,13 @@ import itertools
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer
-from aiokafka.structs import TopicPartition
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from bench import kafka_ops
 from bench.workload import device_ids, measured_records, setup_end, setup_records
@@ -59,15 +63,15 @@ def identity(kind: str, value: dict[str, Any], prefix: str) -> str:
     return "deadletter " + "|".join(map(str, where))
 
 
-async def read_outputs(bootstrap: str, names: TopicNames, partitions: int) -> Counter[str]:
-    """Every output record's :func:`identity` -> how many copies are on the output topics."""
-    topics = [getattr(names, kind) for kind in OUTPUTS]
+async def read_topics(
+    bootstrap: str, topics: list[str], partitions: int, take: Callable[[str, ConsumerRecord[Any, Any]], None]
+) -> None:
+    """Every record on ``topics`` (to their end offsets now), each handed to ``take(topic, record)``."""
     ends = await kafka_ops.end_offsets(bootstrap, topics, partitions)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=30_000
     )
-    seen: Counter[str] = Counter()
-    async with kafka_ops.deadline(f"reading back the outputs {topics}", 300):
+    async with kafka_ops.deadline(f"reading back {topics}", 300):
         await consumer.start()
         try:
             tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
@@ -77,14 +81,45 @@ async def read_outputs(bootstrap: str, names: TopicNames, partitions: int) -> Co
             while left:
                 batch = await consumer.getmany(timeout_ms=500, max_records=10_000)
                 for tp, msgs in batch.items():
-                    kind = tp.topic[len(names.prefix) :]
                     for m in msgs:
-                        seen[identity(kind, orjson.loads(m.value or b"{}"), names.prefix)] += 1
+                        take(tp.topic, m)
                     if msgs and msgs[-1].offset + 1 >= ends[(tp.topic, tp.partition)]:
                         left.discard(tp)
         finally:
             await consumer.stop()
+
+
+async def read_outputs(bootstrap: str, names: TopicNames, partitions: int) -> Counter[str]:
+    """Every output record's :func:`identity` -> how many copies are on the output topics."""
+    seen: Counter[str] = Counter()
+
+    def take(topic: str, m: ConsumerRecord[Any, Any]) -> None:
+        kind = topic[len(names.prefix) :]
+        seen[identity(kind, orjson.loads(m.value or b"{}"), names.prefix)] += 1
+
+    await read_topics(bootstrap, [getattr(names, kind) for kind in OUTPUTS], partitions, take)
     return seen
+
+
+def replayed_outputs(run: Run, names: TopicNames) -> Counter[str]:
+    """What ``guardian replay`` makes of the input records on ``names``' topics, by :func:`identity`
+    (one each: the expected outputs)."""
+    from guardian.replay import InputRecord, replay_records
+
+    records: list[InputRecord] = []
+
+    def take(topic: str, m: ConsumerRecord[Any, Any]) -> None:
+        suffix = names.suffix_of(topic)
+        assert suffix is not None
+        records.append(InputRecord(suffix, topic, m.partition, m.offset, m.timestamp, m.key, m.value))
+
+    inputs = [getattr(names, attr) for attr in ("plans", "task_events", "observations", "device_context")]
+    asyncio.run(read_topics(run.bootstrap, inputs, run.partitions, take))
+    settings = replace(run.settings, topic_prefix=names.prefix)
+    result = replay_records(records, settings=settings, mode="rules")
+    return Counter(
+        {identity(kind, value, names.prefix): 1 for kind, values in result.outs.items() for value in values}
+    )
 
 
 def run_scaleout(run: Run, counts: list[int]) -> dict[str, Any]:
@@ -106,10 +141,10 @@ def run_scaleout(run: Run, counts: list[int]) -> dict[str, Any]:
             asyncio.run(kafka_ops.produce(run.bootstrap, [*records, *measured]))
             total = len(records) + len(measured)
             run.say(f"scale-out, {n} worker(s): {total} records on {names.prefix}*")
+            if baseline is None:  # every count gets the same records: replayed once
+                baseline = replayed_outputs(run, names)
             res = _one(run, names, n, total)
             outputs = asyncio.run(read_outputs(run.bootstrap, names, run.partitions))
-            if baseline is None:
-                baseline = Counter(dict.fromkeys(outputs, 1))
             res["outputs"] = sum(outputs.values())
             missing = sorted(k for k in baseline if k not in outputs)
             unexpected = sorted(k for k in outputs if k not in baseline)

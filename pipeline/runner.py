@@ -187,6 +187,11 @@ class Processor:
                 if seen is not None and seen[1] == str(coords):
                     # its dedup key, written by this very record: write it again like the state
                     store.put_seen(device_id, record.event_id, seen[0], coords)
+                elif seen is None and _marked_seen(prior, record.event_id):
+                    # the state reflects the record but its dedup key is gone: the key's changelog
+                    # batch never landed while the state's did (a worker that stopped between
+                    # them). Written again, or the record's duplicates would pass as new
+                    store.put_seen(device_id, record.event_id, received_at_ms, coords)
             if isinstance(record, ExperiencePlan) and any(
                 o.kind == "timeline" and o.value.get("stage") == "goal" for o in prior
             ):
@@ -296,6 +301,23 @@ def _again(store: StateStore, device_id: str, prior: list[Out]) -> Processed:
     next due time (nothing is queued again: a waiting trigger is resubmitted on recovery)."""
     dev = store.get_device(device_id)
     return Processed(prior, [], device_id, dev.next_due_ms() if dev is not None else None)
+
+
+def _marked_seen(prior: list[Out], event_id: str) -> bool:
+    """Did the first processing of a record whose logged outputs are ``prior`` remember its event
+    as seen? Every admitted observation and task event does, except a duplicate (its ``drop``
+    entry) and a ``cross_device`` dead letter (it changes no state)."""
+    for out in prior:
+        if out.kind == "deadletter":
+            return False
+        value = out.value
+        if (
+            out.kind == "timeline"
+            and value.get("drop_reason") == "duplicate"
+            and value.get("ref_id") == event_id
+        ):
+            return False
+    return True
 
 
 def _seen_at(store: StateStore, device_id: str, event_id: str, coords: Coords) -> int | None:

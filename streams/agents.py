@@ -55,6 +55,8 @@ from topics.records import ExperiencePlan
 
 log = logging.getLogger(__name__)
 
+#: how long the merge holds a record for another topic of its partition, counted on the pipeline's
+#: idle time only (``PipelineShell.merge_clock``)
 MERGE_MAX_HOLD_S = 10.0
 #: a batch is flushed when the pipeline has caught up with what was fetched (the inbox is empty),
 #: or when it is due (``CommitBatch.due``). A batch holding an output someone waits on (``waited_on``:
@@ -88,6 +90,9 @@ GC_FREEZE_EVERY_S = 5.0
 GC_FULL_EVERY_S = 600.0
 SWEEP_MAX_DELETES = 20_000
 SWEEP_MAX_SCAN = 100_000
+#: how long a worker giving up partitions waits for its flushed batches to be delivered before it
+#: stops instead (their next owner must not rebuild the tables from half of a batch)
+SETTLE_TIMEOUT_S = 30.0
 
 VerdictSink = Callable[[str, int, Trigger, int], None]
 
@@ -233,6 +238,22 @@ class CommitBatch:
         self.tally = BatchTally()
         self.writes.discard()
 
+    async def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """Partitions are being taken away: wait until every batch flushed so far is delivered,
+        before the rebalance goes on.
+
+        Their next owner rebuilds the tables from the changelogs as they stand when it starts, then
+        reads again the records not committed. A batch still on its way then would be seen in
+        part (e.g. a device's state that applied a record, without the record's dedup key: its
+        duplicate would be taken for new) or land after the new owner's own writes, and the
+        records read again would meet another state than the one they were processed on: other
+        outputs (timeline numbering, decisions). faust's own revocation flushes only what the
+        producer holds, not the batches still queued behind the stream. A worker whose batches are
+        not delivered within ``timeout_s`` stops (``on_lost``)."""
+        if await self.writes.settle(timeout_s):
+            return
+        await self._lost(TimeoutError(f"flushed batches not delivered {timeout_s:.0f} s after a revocation"))
+
 
 @dataclass
 class PipelineShell:
@@ -270,6 +291,9 @@ class PipelineShell:
     tp_factory: Callable[[str, int], Any] | None = None
     #: when the pipeline last gave the event loop a turn (monotonic)
     yielded_at: float = 0.0
+    #: seconds the pipeline spent waiting for input, and since when it waits now (``merge_clock``)
+    waited_s: float = 0.0
+    waiting_since: float | None = None
     #: messages handed over by faust's conductor, not processed yet
     inbox: list[Any] = field(default_factory=list)
     inbox_ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -397,6 +421,31 @@ class PipelineShell:
             await asyncio.sleep(0)
             self.new_turn()
 
+    def merge_clock(self) -> float:
+        """The clock the merge's hold runs on: the seconds the pipeline has spent waiting for input
+        with nothing to process.
+
+        The hold bounds how long a fetch that stalls can hold back the other topics of a partition.
+        A pipeline working through a backlog is no such stall: the awaited topic's records are
+        behind the backlog (fetched, or on the broker while the inbox is full), and releasing by the
+        wall clock then let, say, a device's ``security.started`` go before its plan on a worker
+        slowed down (its evidence lost, the device's timeline other than the replay's). On this
+        clock a record is held, in order, for as long as the pipeline has other work."""
+        if self.waiting_since is None:
+            return self.waited_s
+        return self.waited_s + time.monotonic() - self.waiting_since
+
+    async def wait_for_input(self) -> None:
+        """Wait until the inbox has messages; the time waited runs the merge's clock."""
+        if self.inbox_ready.is_set():
+            return
+        self.waiting_since = time.monotonic()
+        try:
+            await self.inbox_ready.wait()
+        finally:
+            self.waited_s = self.merge_clock()
+            self.waiting_since = None
+
     def take_inbox(self) -> list[Any]:
         batch, self.inbox = self.inbox, []
         self.inbox_ready.clear()
@@ -412,6 +461,25 @@ class PipelineShell:
         self.yielded_at = time.monotonic()
         await asyncio.sleep(0)
         self.new_turn()
+
+    def rebalanced(self) -> None:
+        """Partitions move (revoked, or assigned): what this worker received, held or processed and
+        did not flush is forgotten (being unacked, it is read again by whoever owns its partition
+        next), and so is what it knew of the partitions' positions and states."""
+        self.store.clear_cache()
+        self.merger.drain()
+        self.claimed.clear()
+        self.drop_unflushed()
+        self.next_offset.clear()
+        self.start_offset.clear()
+        self.new_turn()
+
+    async def revoked(self) -> None:
+        """Partitions are taken away: :meth:`rebalanced`, then the rebalance waits until every batch
+        this worker flushed is delivered (:meth:`CommitBatch.settle`): the partitions' next owner
+        rebuilds their tables from the changelogs and must find all of it there."""
+        self.rebalanced()
+        await self.batch.settle()
 
     def drop_unflushed(self) -> None:
         """Forget received and processed, unflushed records (a rebalance): nothing of them left the
@@ -556,10 +624,19 @@ class PipelineShell:
         log.error("guardian: skipped control record %s: %s", coords, why)
 
     def sweep(self, partition: int, now_ms: int) -> int:
-        """Delete dedup keys of this partition older than the dedup window (bounded per call)."""
-        now_ms = min(now_ms, self.stream_time.get(partition, now_ms))
+        """Delete dedup keys of this partition older than the dedup window (bounded per call), on
+        the partition's receive-time clock: the latest Kafka timestamp this worker processed there.
+
+        A partition with no record processed here yet has no clock, and is not swept: the sweep
+        record's own timestamp is the wall clock of whichever worker sent it (possibly the
+        partition's previous owner), and keys judged by it would go while records that find them
+        duplicates are still to come (as after a rebalance, or on a replay of old records)."""
         window = self.processor.pipeline.dedup_window_ms
         db = self.tables.access.db(self.tables.seen, partition)
+        clock = self.stream_time.get(partition)
+        if clock is None:
+            return 0
+        now_ms = min(now_ms, clock)
         cursor = self.sweep_cursor.pop(partition, None)
         items = db.items(from_key=cursor) if cursor is not None else db.items()
         expired, next_cursor = expired_dedup_keys(items, now_ms, window)
@@ -660,7 +737,7 @@ class PipelineTask:
         shell = self.shell
         while True:
             ready = shell.merger.pop_ready(
-                shell.caught_up_now, time.monotonic(), limit=FLUSH_RECORDS, blocked=shell.unsettled
+                shell.caught_up_now, shell.merge_clock(), limit=FLUSH_RECORDS, blocked=shell.unsettled
             )
             for message in ready:
                 self.run(message)
@@ -675,7 +752,7 @@ class PipelineTask:
         if shell.metrics is not None and shell.metrics.trace is not None:
             shell.metrics.trace.start()
         while True:
-            await shell.inbox_ready.wait()
+            await shell.wait_for_input()
             shell.new_turn()
             await self.work_through(shell.take_inbox())
             # natural batching: flush when the pipeline has caught up with what was fetched; while
@@ -737,7 +814,7 @@ class PipelineTask:
             round(message.timestamp * 1000),
             int(message.offset),
             message,
-            time.monotonic(),
+            shell.merge_clock(),
         )
 
     async def release_held(self) -> None:
@@ -826,16 +903,13 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     def on_rebalance(*_: Any, **__: Any) -> None:
         quiet.scanned = False
-        shell.store.clear_cache()
-        # held records were never acked: their new owner (or this worker again) re-reads them
-        shell.merger.drain()
-        shell.claimed.clear()
-        shell.drop_unflushed()
-        shell.next_offset.clear()
-        shell.start_offset.clear()
-        shell.new_turn()
+        shell.rebalanced()
 
-    app.on_partitions_revoked.connect(on_rebalance)
+    async def on_revoked(*_: Any, **__: Any) -> None:
+        quiet.scanned = False
+        await shell.revoked()
+
+    app.on_partitions_revoked.connect(on_revoked)
     app.on_partitions_assigned.connect(on_rebalance)
 
     async def quiet_root_logger() -> None:

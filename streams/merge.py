@@ -8,7 +8,9 @@ the live worker must too: records of partition ``p`` are released in (timestamp,
 offset) order, and a record is held back while another input topic of the same partition may
 still deliver an earlier one — that is, while that topic-partition is not caught up to its high
 watermark. ``max_hold_s`` bounds how long anything waits (a stalled fetch never stalls the
-pipeline). Records already in order (the live steady state) pass straight through.
+pipeline), on the clock the caller passes: the live shell's counts only the time its pipeline
+waits for input (``streams.agents.PipelineShell.merge_clock``), so a busy worker keeps the order.
+Records already in order (the live steady state) pass straight through.
 """
 
 from __future__ import annotations

@@ -73,6 +73,8 @@ class PendingWrites:
         self._partitions: dict[str, list[int]] = {}
         #: batches landed and not handed to the producer yet, oldest first
         self._handing: list[asyncio.Task[list[asyncio.Future[Any]]]] = []
+        #: one future per batch landed and not delivered yet (done once Kafka has all of it)
+        self._delivering: set[asyncio.Future[None]] = set()
 
     def __len__(self) -> int:
         return sum(len(kv) for kv in self._puts.values()) + len(self._outs)
@@ -152,7 +154,24 @@ class PendingWrites:
         task = asyncio.ensure_future(self._hand(landed, producer, previous))
         self._handing.append(task)
         task.add_done_callback(self._handing.remove)
+        delivered = asyncio.ensure_future(_settled(task))
+        self._delivering.add(delivered)
+        delivered.add_done_callback(self._delivering.discard)
         return task
+
+    async def settle(self, timeout_s: float) -> bool:
+        """Wait until every batch landed so far is delivered (or has failed: its failure is its
+        flush's to report); False if some are still on their way after ``timeout_s``.
+
+        A worker giving up partitions calls this before it lets the rebalance go on: their next
+        owner rebuilds the tables from the changelogs as they are when it starts, so a batch still
+        on its way would be half seen (one table's changelog without the other's) or land after
+        the new owner's own writes, and a record read again would then meet other state than the
+        one it was first processed on."""
+        if not self._delivering:
+            return True
+        _, pending = await asyncio.wait(set(self._delivering), timeout=timeout_s)
+        return not pending
 
     async def flush(self, producer: Any) -> list[asyncio.Future[Any]]:
         """Write the pending table values to RocksDB and hand every record to ``producer`` (an
@@ -210,6 +229,16 @@ class _Landed:
 
 async def _all_delivered(handing: asyncio.Task[list[asyncio.Future[Any]]]) -> None:
     await asyncio.gather(*await handing)
+
+
+async def _settled(handing: asyncio.Task[list[asyncio.Future[Any]]]) -> None:
+    """Done once the batch is delivered or has failed (the failure is reported by its flush)."""
+    await asyncio.wait([handing])
+    if handing.cancelled() or handing.exception() is not None:
+        return
+    futures = handing.result()
+    if futures:
+        await asyncio.wait(futures)
 
 
 def _persister(store: Any, topic: str, partition: int) -> Callable[[int], None]:

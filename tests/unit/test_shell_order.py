@@ -222,4 +222,56 @@ def test_what_the_merge_knows_of_a_topic_moves_with_its_records_and_the_turns_of
         shell.new_turn()
         assert not shell.caught_up_now("task-events", 0)
 
+
+def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A worker slowed down (a backlog, a busy machine) takes longer than the merge's hold to come
+    to the rest of a partition's plans: the task event after them still waits for them (else the
+    device's ``security.started`` evidence is lost, unlike in replay). Only a wait for input with
+    nothing to do, as long as the hold, lets a record go first (a fetch that stalls)."""
+    from streams import agents
+    from streams.agents import PipelineTask
+
+    real = time.monotonic
+    shift = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: real() + shift[0])
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        names = shell.names
+        shell.consumer = FetchedAhead(names.prefix, {"plans": 2, "task-events": 1})
+        shell.tp_factory = TP
+        await shell.learn_positions()
+        task = PipelineTask(None, shell)
+        released: list[Any] = []
+        task.run = released.append  # type: ignore[method-assign]
+        plan0 = Message(names.plans, 0, 0, 1_000)
+        event = Message(names.task_events, 0, 0, 2_000)
+        plan1 = Message(names.plans, 0, 1, 1_500)
+        task.merge("plans", plan0)
+        task.merge("task-events", event)
+        await task.run_ready()
+        assert released == [plan0]  # the event waits: the plans topic has a record still to come
+        shift[0] += agents.MERGE_MAX_HOLD_S + 1  # the pipeline busy with other work all that time
+        await task.run_ready()
+        assert released == [plan0]
+        task.merge("plans", plan1)
+        await task.run_ready()
+        assert released == [plan0, plan1, event]
+
+        # a fetch that stalls while the pipeline waits for input: after the hold, the record goes
+        later = Message(names.task_events, 0, 1, 3_000)
+        shell.consumer.high[TP(names.plans, 0)] = 3
+        shell.new_turn()  # the fetch that saw plans@2 came in a turn of the event loop
+        task.merge("task-events", later)
+        await task.run_ready()
+        assert released[-1] is event
+        waiting = asyncio.ensure_future(shell.wait_for_input())
+        await asyncio.sleep(0)
+        shift[0] += agents.MERGE_MAX_HOLD_S + 1
+        await task.run_ready()
+        assert released[-1] is later
+        waiting.cancel()
+
     asyncio.run(main())

@@ -381,6 +381,56 @@ def test_a_re_read_observation_writes_its_dedup_key_again_and_changes_nothing_el
     assert store.at(0).get_seen("dev-rr", event_id) == before
 
 
+def test_a_re_read_observation_whose_dedup_key_never_landed_keeps_its_duplicate_a_duplicate(
+    tables: Any,
+) -> None:
+    """A worker stopped between two changelog batches of one flush: its device's state (which
+    applied an observation) reached Kafka, the observation's dedup key did not. The next owner
+    reads the observation again and gets back its logged outputs; the key is written again, so a
+    later copy of the event is still dropped as a duplicate, as it would have been without the
+    stop (instead of being taken for new, which renumbers the device's timeline after it)."""
+    from pipeline.core import Pipeline
+    from pipeline.runner import Processor
+    from supervisor import rules
+    from tests.scenario_scripts import build
+    from topics.registry import load_registry
+
+    registry = load_registry()
+    processor = Processor(registry, Pipeline(registry, language="en"), rules.decide)
+    store = store_over(tables)
+    script = build("HG-01", device_id="dev-dk", prefix="g.")
+    records = script.records[:6]
+
+    def process(offset: int, record: Any, received_at_ms: int | None = None) -> list[Out]:
+        done = processor.process(
+            store.at(0),
+            record.suffix,
+            record.key,
+            record.value,
+            source_topic=record.topic,
+            partition=0,
+            offset=offset,
+            received_at_ms=record.ts if received_at_ms is None else received_at_ms,
+        )
+        return done.outs
+
+    outputs = [process(offset, record) for offset, record in enumerate(records)]
+    run(store.writes.flush(RecordingProducer()))
+    offset, record = [(o, r) for o, r in enumerate(records) if r.suffix == "observations"][-1]
+    event_id = orjson.loads(record.value or b"{}")["event_id"]
+    key = f"dev-dk\x1f{event_id}".encode()
+    # the new owner's tables: the state's changelog batch landed, the dedup key's did not
+    tables["seen"].data._db_for_partition(0).delete(key)
+    store.clear_cache()
+    assert store.at(0).get_seen("dev-dk", event_id) is None
+
+    assert process(offset, record) == outputs[offset]  # read again: the very outputs of the first time
+    again = process(len(records), record, received_at_ms=record.ts + 1)
+    drops = [o.value for o in again if o.kind == "timeline" and o.value["stage"] == "drop"]
+    assert [(d["drop_reason"], d["ref_id"]) for d in drops] == [("duplicate", event_id)]
+    assert not [o for o in again if o.kind in ("decisions", "dispatch")]
+
+
 def test_logged_outputs_survive_the_stored_value(tables: Any) -> None:
     """A re-read after the state was loaded from RocksDB (another worker, a restart) gets back the
     very outputs logged before."""
