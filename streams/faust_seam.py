@@ -129,8 +129,32 @@ def run_eagerly(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
     return False, _finish(Started(coro, yielded))
 
 
+#: how long the broker may hold a fetch of a worker's inputs that finds nothing new (faust fixes 1.5 s)
+FETCH_MAX_WAIT_MS = 100
+
+
+class ShortFetchConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """faust's consumer thread, its aiokafka consumer asking the broker to hold a fetch that finds
+    nothing new at most ``FETCH_MAX_WAIT_MS`` instead of faust's fixed 1.5 s. aiokafka leaves a
+    partition whose fetched records are not yet handed over out of the next fetch request, and
+    sends one request at a time to a broker: a request sent while every busy partition was still
+    being handed over asked only for quiet ones (plans, control at a steady load of observations),
+    the broker held it the whole wait, and the next observations waited behind it (trigger to
+    dispatch up to 1.6 s in ``guardian bench``'s slowest probes, all of it in the fetch stage)."""
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        _attr(consumer, "_fetch_max_wait_ms", "aiokafka.AIOKafkaConsumer")
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+        return consumer
+
+
 class EagerConsumer(faust_aiokafka.Consumer):
-    """faust's aiokafka consumer, handing each fetched message over without a task per message."""
+    """faust's aiokafka consumer, handing each fetched message over without a task per message;
+    its thread is a :class:`ShortFetchConsumerThread`."""
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return ShortFetchConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> WaitResults:  # noqa: ASYNC109 - mode's signature
         first = coros[0] if coros else None

@@ -96,6 +96,25 @@ def test_the_worker_app_uses_the_eager_transport() -> None:
     assert transport.Consumer is EagerConsumer
 
 
+def test_the_worker_consumer_lets_the_broker_hold_an_empty_fetch_briefly() -> None:
+    """faust's worker consumer asks the broker to hold a fetch that finds nothing new for 1.5 s;
+    a fetch of the quiet input topics then held back the next observations that long."""
+    from streams.faust_seam import FETCH_MAX_WAIT_MS, ShortFetchConsumerThread
+
+    async def main() -> None:
+        app = GuardianApp("fetch-test", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+        thread: Any = app.consumer._thread  # type: ignore[attr-defined]
+        assert isinstance(thread, ShortFetchConsumerThread)
+        try:
+            consumer = thread._create_worker_consumer(app.transport)
+            assert consumer._fetch_max_wait_ms == FETCH_MAX_WAIT_MS < 1500
+            await consumer.stop()  # never started: closes it
+        finally:
+            thread.thread_loop.close()  # made for the thread, which never started
+
+    asyncio.run(main())
+
+
 class AckBook:
     """The acked-offset bookkeeping of faust's consumer (what its commit timer commits from)."""
 
