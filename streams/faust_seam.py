@@ -173,6 +173,22 @@ class EagerConsumer(faust_aiokafka.Consumer):
             return WaitResults([first], [outcome], False)
         return await super().wait_first(outcome, *coros[1:])
 
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        """Seek every assigned partition to its committed offset, and those of the stream's topics
+        that have none (a new consumer group) to their beginning.
+
+        faust calls this once the tables are recovered (``perform_seek``) to read again what it
+        fetched and dropped while the partitions moved; aiokafka leaves a partition without a
+        committed offset (or with offset 0) where its fetch position stands, so a record fetched
+        and dropped during a new group's first assignment was never read again (a fresh worker
+        then processed nothing)."""
+        committed = await super().seek_to_committed()
+        changelogs = self.app.tables.changelog_topics
+        fresh = [tp for tp, offset in committed.items() if not offset and tp.topic not in changelogs]
+        if fresh:
+            await self._thread.seek_to_beginning(*fresh)
+        return committed
+
 
 class BatchConductor(Conductor):
     """faust's conductor, handing the messages of :meth:`route`'s topics to a sink.
@@ -431,3 +447,46 @@ def check(app: Any, tables: list[Any]) -> None:
         if not isinstance(store, faust_rocksdb.Store):
             raise _missing(f"a RocksDB store for table {table.name} (found {type(store).__name__})")
         stores.dbs(table)
+
+
+@dataclass(frozen=True)
+class FetchState:
+    """Where the fetch of one assigned topic-partition stands, as faust's consumer and its aiokafka
+    consumer keep it (aiokafka's side lives in faust's consumer thread: read from the worker's
+    event loop, it is a snapshot that may be a moment old)."""
+
+    #: the next offset aiokafka fetches from (None: no valid position yet, e.g. awaiting a reset)
+    position: int | None
+    #: records aiokafka fetched that faust has not taken yet
+    fetched_unread: bool
+    #: faust asks aiokafka for this partition's records (one of its active partitions)
+    active: bool
+    #: wall-clock time (ms) of the broker's last fetch answer for it (None: none yet)
+    answered_ms: int | None
+
+
+def fetch_states(consumer: Any) -> dict[tuple[str, int], FetchState]:
+    """(topic, partition) -> :class:`FetchState` of every partition assigned to faust's consumer
+    (empty while its aiokafka consumer is not running)."""
+    thread = _attr(consumer, "_thread", "faust.transport.consumer.ThreadDelegateConsumer")
+    aio = _attr(thread, "_consumer", "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread")
+    if aio is None:
+        return {}
+    active = _attr(consumer, "_active_partitions", "faust.transport.consumer.Consumer") or set()
+    subscription = _attr(aio, "_subscription", "aiokafka.AIOKafkaConsumer").subscription
+    records = _attr(_attr(aio, "_fetcher", "aiokafka.AIOKafkaConsumer"), "_records", "aiokafka.Fetcher")
+    assignment = None if subscription is None else subscription.assignment
+    if assignment is None:
+        return {}
+    states: dict[tuple[str, int], FetchState] = {}
+    for tp in list(assignment.tps):
+        state = assignment.state_value(tp)
+        if state is None:
+            continue
+        states[(str(tp.topic), int(tp.partition))] = FetchState(
+            position=int(state.position) if state.has_valid_position else None,
+            fetched_unread=tp in records,
+            active=tp in active,
+            answered_ms=None if state.timestamp is None else int(state.timestamp),
+        )
+    return states

@@ -2,7 +2,8 @@
 
 A worker is *ready* when it has a partition assignment, faust's table recovery for that assignment
 is complete, the experience claims log is read to the end it had at start and no plan's claim is
-late (``streams.claims``), the stream flows (faust suspends it during a rebalance) and the producer runs.
+late (``streams.claims``), the stream flows (faust suspends it during a rebalance), the producer runs
+and no input partition it holds is left unread (:class:`InputWatch`).
 :class:`Readiness` also watches start-up and every rebalance: a worker not ready within
 ``GUARDIAN_READY_TIMEOUT_S`` while its recovery makes no progress says in one log line what is
 missing and stops with exit code 5 (``config.exitcodes.Exit.NOT_READY``), so its process
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,83 @@ log = logging.getLogger(__name__)
 
 #: how often the watchdog looks
 WATCH_EVERY_S = 0.5
+#: how long an input partition may hold records past its committed offset, none committed
+#: meanwhile, while the pipeline waits for input and the broker answers fetches, before the worker
+#: says it is not ready (:class:`InputWatch`)
+STARVED_AFTER_S = 30.0
+
+Lag = Mapping[tuple[str, int], tuple[int, int | None]]
+
+
+@dataclass
+class InputWatch:
+    """Input partitions a ready worker holds and does not read.
+
+    Ready says the worker is assigned, recovered and flowing; it does not say every record of its
+    partitions reaches the pipeline. A partition whose records stay past its committed offset, none
+    committed for ``after_s`` while the pipeline waits for input and the broker answers the
+    consumer's fetches, is one the worker holds and has stopped reading (say, records fetched and
+    dropped during a rebalance that its fetch went past): the worker is not ready, says which
+    partition and where its fetch stands, and the watchdog's timeout then stops it, so another
+    worker reads the partition from its committed offset. A broker that does not answer is not
+    this (every partition waits alike); a busy pipeline is not either (it commits as it goes)."""
+
+    #: (topic, partition) -> (high watermark, committed offset) of the assigned input partitions
+    lag: Callable[[], Lag]
+    #: (topic, partition) -> where the consumer's fetch stands (``faust_seam.fetch_states``)
+    fetch: Callable[[], Mapping[tuple[str, int], faust_seam.FetchState]]
+    #: does the pipeline wait for input (nothing taken, nothing to do)?
+    idle: Callable[[], bool]
+    after_s: float = STARVED_AFTER_S
+    #: (topic, partition) -> (committed offset, fetch position) seen last, and since when
+    seen: dict[tuple[str, int], tuple[tuple[int | None, int | None], float]] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        """Partitions moved: nothing seen so far counts."""
+        self.seen.clear()
+
+    def starved(self, now: float, wall_ms: int) -> list[str]:
+        """What the worker lacks for its input partitions (empty: every one moves or has nothing
+        to read). ``now`` is monotonic, ``wall_ms`` the wall clock (the broker's answers' time)."""
+        lag = self.lag()
+        states = self.fetch()
+        for key in [k for k in self.seen if k not in lag]:
+            del self.seen[key]
+        late: list[tuple[str, int, int, int | None, float, faust_seam.FetchState | None]] = []
+        for key, (high, committed) in lag.items():
+            state = states.get(key)
+            mark = (committed, None if state is None else state.position)
+            before = self.seen.get(key)
+            if before is None or before[0] != mark or high <= (committed or 0):
+                self.seen[key] = (mark, now)
+                continue
+            if now - before[1] >= self.after_s:
+                late.append((key[0], key[1], high, committed, now - before[1], state))
+        if not late or not self.idle() or not self._broker_answers(states, wall_ms):
+            return []
+        return [self._say(*entry) for entry in sorted(late, key=lambda e: (e[0], e[1]))]
+
+    def _broker_answers(self, states: Mapping[tuple[str, int], faust_seam.FetchState], wall_ms: int) -> bool:
+        answered = [s.answered_ms for s in states.values() if s.answered_ms is not None]
+        return bool(answered) and wall_ms - max(answered) <= self.after_s * 1000
+
+    @staticmethod
+    def _say(topic: str, partition: int, high: int, committed: int | None, for_s: float, state: Any) -> str:
+        if state is None:
+            where = "the consumer has no fetch state for it"
+        elif state.position is None:
+            where = "its fetch has no position"
+        else:
+            where = f"fetch position {state.position}"
+            if state.fetched_unread:
+                where += ", fetched records not taken"
+            if not state.active:
+                where += ", not among the partitions the consumer asks for"
+        return (
+            f"input partition {topic}[{partition}] has {high - (committed or 0)} record(s) past its "
+            f"committed offset ({'none' if committed is None else committed}, end {high}), none "
+            f"committed for {for_s:.0f} s while the pipeline waits for input ({where})"
+        )
 
 
 @dataclass
@@ -46,13 +124,20 @@ class Readiness:
     gave_up: bool = False
     #: the claims reader (``streams.claims.ClaimsReader``): not ready until the log is read
     claims: Any = None
+    #: the input partitions' watch (:class:`InputWatch`): not ready while one is starved
+    inputs: InputWatch | None = None
 
     def on_assigned(self) -> None:
         self.assigned = True
-        self._wait()
+        self._moved()
 
     def on_revoked(self) -> None:
         self.assigned = False
+        self._moved()
+
+    def _moved(self) -> None:
+        if self.inputs is not None:
+            self.inputs.reset()
         self._wait()
 
     def _wait(self) -> None:
@@ -61,7 +146,7 @@ class Readiness:
         self.last_progress = time.monotonic()
         self.last_remaining = None
 
-    def missing(self) -> list[str]:
+    def missing(self, now: float | None = None) -> list[str]:
         """What the worker still lacks to be ready (empty: ready)."""
         app = self.app
         lacking: list[str] = []
@@ -78,11 +163,15 @@ class Readiness:
             lacking.extend(self.claims.missing())
         if not faust_seam.producer_started(app):
             lacking.append("the Kafka producer is not running")
+        if not lacking and self.inputs is not None:
+            lacking.extend(
+                self.inputs.starved(time.monotonic() if now is None else now, int(time.time() * 1000))
+            )
         return lacking
 
     def check(self, now: float) -> list[str]:
         """Look once: the missing parts (empty: ready); gives up past the timeout."""
-        lacking = self.missing()
+        lacking = self.missing(now)
         if not lacking:
             self.waiting_since = None
             return lacking

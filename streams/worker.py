@@ -109,6 +109,11 @@ def build_worker_app(
     app.on_partitions_revoked.connect(lambda *_a, **_k: readiness.on_revoked())
     health.register(app, readiness, metrics, lambda: input_lag(app, names))
     readiness.claims = claims
+    readiness.inputs = health.InputWatch(
+        lag=lambda: input_lag(app, names),
+        fetch=lambda: faust_seam.fetch_states(app.consumer),
+        idle=lambda: shell.waiting_since is not None,
+    )
     shell.readiness = readiness
     return app, shell
 

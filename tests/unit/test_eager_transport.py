@@ -175,3 +175,40 @@ def test_a_delivered_batch_is_acked_as_faust_acks_each_message() -> None:
     }
     assert batch_way._n_acked == faust_way._n_acked == 3
     assert all(m.acked for m in batch)
+
+
+def test_after_a_rebalance_partitions_without_a_committed_offset_are_read_from_their_beginning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """faust seeks to the committed offsets once the tables are recovered, to read again what it
+    fetched and dropped while partitions moved; where a new group has committed nothing, the
+    stream's partitions go back to their beginning (the table changelogs are faust's to place)."""
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+    from faust.types import TP
+
+    app = GuardianApp("eager-seek", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    app.Table("owners", partitions=4)
+    consumer: Any = app.consumer
+    changelog = next(iter(app.tables.changelog_topics))
+    committed = {
+        TP("in", 0): None,
+        TP("in", 1): 0,
+        TP("in", 2): 5,
+        TP(changelog, 0): None,
+    }
+
+    async def faust_seek(self: Any) -> dict[TP, int | None]:
+        return committed
+
+    sought: list[TP] = []
+
+    async def to_beginning(*partitions: TP) -> None:
+        sought.extend(partitions)
+
+    monkeypatch.setattr(faust_aiokafka.Consumer, "seek_to_committed", faust_seek)
+    monkeypatch.setattr(consumer._thread, "seek_to_beginning", to_beginning)
+    try:
+        assert asyncio.run(consumer.seek_to_committed()) == committed
+    finally:
+        consumer._thread.thread_loop.close()  # the consumer thread's loop (never started here)
+    assert sorted(sought) == [TP("in", 0), TP("in", 1)]

@@ -23,7 +23,7 @@ from config.exitcodes import Exit
 from config.settings import Settings, SettingsError
 from guardian.kafka_local import free_port
 from streams import faust_seam
-from streams.health import Readiness
+from streams.health import InputWatch, Readiness
 from streams.metrics import GuardianMetrics
 from tests.unit.test_shell_flush import Acked, HeldProducer, handed_over, shell_over
 from topics.envelope import Out
@@ -111,6 +111,96 @@ def test_ready_again_after_a_rebalance() -> None:
     readiness.on_assigned()
     assert readiness.check(time.monotonic()) == []
     assert reasons == []
+
+
+class Inputs:
+    """An input partition as the watch sees it: the broker's end, the committed offset, the fetch."""
+
+    def __init__(self) -> None:
+        self.high, self.committed, self.position = 2500, None, 2500
+        self.idle = True
+        self.answered_ms: int | None = 0
+
+    def lag(self) -> dict[tuple[str, int], tuple[int, int | None]]:
+        return {("p.observations", 2): (self.high, self.committed), ("p.plans", 2): (10, 10)}
+
+    def fetch(self) -> dict[tuple[str, int], faust_seam.FetchState]:
+        return {
+            ("p.observations", 2): faust_seam.FetchState(self.position, False, True, self.answered_ms),
+            ("p.plans", 2): faust_seam.FetchState(10, False, True, self.answered_ms),
+        }
+
+    def watch(self) -> InputWatch:
+        return InputWatch(self.lag, self.fetch, lambda: self.idle, after_s=30.0)
+
+
+def test_a_ready_worker_that_stops_reading_a_partition_is_not_ready_then_gives_up() -> None:
+    """Records of an input partition fetched and never processed (the fetch went past them): the
+    worker says which partition and where its fetch stands, then stops like any worker not ready."""
+    reasons: list[str] = []
+    inputs = Inputs()
+    readiness = Readiness(fake_app(completed=True), 60.0, reasons.append)
+    readiness.inputs = inputs.watch()
+    readiness.on_assigned()
+    start = time.monotonic()
+    wall = 1_000_000
+    inputs.answered_ms = wall
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(time, "time", lambda: wall / 1000)
+        assert readiness.check(start) == []
+        assert readiness.check(start + 29) == []  # not 30 s yet
+        (why,) = readiness.check(start + 31)
+        assert why == (
+            "input partition p.observations[2] has 2500 record(s) past its committed offset (none, "
+            "end 2500), none committed for 31 s while the pipeline waits for input (fetch position 2500)"
+        )
+        assert reasons == []
+        readiness.check(start + 31 + 61)
+    assert len(reasons) == 1 and "GUARDIAN_READY_TIMEOUT_S=60" in reasons[0]
+    assert "input partition p.observations[2]" in reasons[0]
+
+
+def test_a_partition_that_moves_or_waits_on_a_busy_pipeline_or_a_silent_broker_is_not_starved() -> None:
+    inputs = Inputs()
+    watch = inputs.watch()
+    wall = 1_000_000
+    inputs.answered_ms = wall
+    assert watch.starved(0.0, wall) == []
+    inputs.committed = 100  # committed meanwhile: it moves
+    assert watch.starved(25.0, wall) == []
+    assert watch.starved(50.0, wall) == []
+    assert watch.starved(56.0, wall) != []  # 31 s without a commit
+    inputs.idle = False  # the pipeline works (a backlog elsewhere): it gets there
+    assert watch.starved(57.0, wall) == []
+    inputs.idle = True
+    assert watch.starved(58.0, wall + 31_000) == []  # no answer from the broker for 31 s
+    assert watch.starved(58.0, wall + 29_000) != []
+    inputs.committed = inputs.high  # read to its end: nothing to wait for
+    assert watch.starved(90.0, wall) == []
+    assert watch.starved(200.0, wall) == []
+    inputs.committed = 100
+    watch.starved(200.0, wall)
+    watch.reset()  # partitions moved: the clock starts again
+    assert watch.starved(220.0, wall) == []
+
+
+def test_the_fetch_state_of_a_partition_reads_faust_and_aiokafka() -> None:
+    """The seam reads where aiokafka's fetch stands and whether faust asks for the partition."""
+    tp, other = TP("p.observations", 2), TP("p.plans", 2)
+    state = SimpleNamespace(has_valid_position=True, position=2500, timestamp=123)
+    fresh = SimpleNamespace(has_valid_position=False, position=None, timestamp=None)
+    assignment = SimpleNamespace(tps={tp, other}, state_value={tp: state, other: fresh}.get)
+    aio = SimpleNamespace(
+        _subscription=SimpleNamespace(subscription=SimpleNamespace(assignment=assignment)),
+        _fetcher=SimpleNamespace(_records={other: object()}),
+    )
+    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=aio), _active_partitions={other})
+    assert faust_seam.fetch_states(consumer) == {
+        ("p.observations", 2): faust_seam.FetchState(2500, False, False, 123),
+        ("p.plans", 2): faust_seam.FetchState(None, True, True, None),
+    }
+    consumer._thread._consumer = None  # not running
+    assert faust_seam.fetch_states(consumer) == {}
 
 
 # -- the seam -------------------------------------------------------------------------------------
