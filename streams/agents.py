@@ -90,11 +90,26 @@ GC_FREEZE_EVERY_S = 5.0
 GC_FULL_EVERY_S = 600.0
 SWEEP_MAX_DELETES = 20_000
 SWEEP_MAX_SCAN = 100_000
+#: a sweep goes through its dedup keys this many at a time, the pipeline's records and the event
+#: loop's other work in between (a partition's whole scan at once stopped the stream for up to a
+#: quarter of a second per partition, docs/PERFORMANCE.md)
+SWEEP_SLICE_SCAN = 2_000
 #: how long a worker giving up partitions waits for its flushed batches to be delivered before it
 #: stops instead (their next owner must not rebuild the tables from half of a batch)
 SETTLE_TIMEOUT_S = 30.0
 
 VerdictSink = Callable[[str, int, Trigger, int], None]
+
+
+@dataclass
+class Sweep:
+    """A sweep of one partition's dedup keys under way (``PipelineShell.sweep``): the clock it
+    judges by, where it goes on from (None: the beginning) and what it may still scan and delete."""
+
+    now_ms: int
+    cursor: bytes | None
+    scan_left: int = SWEEP_MAX_SCAN
+    deletes_left: int = SWEEP_MAX_DELETES
 
 
 @dataclass
@@ -272,6 +287,8 @@ class PipelineShell:
     stream_time: dict[int, int] = field(default_factory=dict)
     #: partition -> the dedup key the next sweep goes on from (a sweep scans a bounded slice)
     sweep_cursor: dict[int, bytes] = field(default_factory=dict)
+    #: partition -> its sweep under way, gone through a slice at a time (``continue_sweep``)
+    sweeping: dict[int, Sweep] = field(default_factory=dict)
     #: partition -> wall-clock seconds (monotonic) of the last record processed
     last_activity: dict[int, float] = field(default_factory=dict)
     #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
@@ -417,9 +434,13 @@ class PipelineShell:
         if self.batch.due():
             await self.flush()
         elif time.monotonic() - self.yielded_at >= YIELD_EVERY_S:
-            self.yielded_at = time.monotonic()
-            await asyncio.sleep(0)
-            self.new_turn()
+            await self.give_turn()
+
+    async def give_turn(self) -> None:
+        """Give the event loop a turn (what the pipeline knew may move meanwhile)."""
+        self.yielded_at = time.monotonic()
+        await asyncio.sleep(0)
+        self.new_turn()
 
     def merge_clock(self) -> float:
         """The clock the merge's hold runs on: the seconds the pipeline has spent waiting for input
@@ -458,9 +479,7 @@ class PipelineShell:
         without this the fetcher, the producer's sender and the acks would wait for the whole
         backlog (seconds of stalls, measured)."""
         await self.batch.flush()
-        self.yielded_at = time.monotonic()
-        await asyncio.sleep(0)
-        self.new_turn()
+        await self.give_turn()
 
     def rebalanced(self) -> None:
         """Partitions move (revoked, or assigned): what this worker received, held or processed and
@@ -468,6 +487,7 @@ class PipelineShell:
         next), and so is what it knew of the partitions' positions and states."""
         self.store.clear_cache()
         self.merger.drain()
+        self.sweeping.clear()
         self.claimed.clear()
         self.drop_unflushed()
         self.next_offset.clear()
@@ -627,23 +647,54 @@ class PipelineShell:
         """Delete dedup keys of this partition older than the dedup window (bounded per call), on
         the partition's receive-time clock: the latest Kafka timestamp this worker processed there.
 
+        The keys are gone through ``SWEEP_SLICE_SCAN`` at a time: the first slice now, the rest by
+        :meth:`continue_sweep` (the pipeline calls it between its records), so a large partition's
+        sweep never holds the stream up. Which keys go does not depend on when: a key older than
+        the window on the sweep's clock can no longer make any record a duplicate.
+
         A partition with no record processed here yet has no clock, and is not swept: the sweep
         record's own timestamp is the wall clock of whichever worker sent it (possibly the
         partition's previous owner), and keys judged by it would go while records that find them
         duplicates are still to come (as after a rebalance, or on a replay of old records)."""
-        window = self.processor.pipeline.dedup_window_ms
-        db = self.tables.access.db(self.tables.seen, partition)
+        self.tables.access.db(self.tables.seen, partition)  # no store: an error, not "nothing swept"
         clock = self.stream_time.get(partition)
         if clock is None:
             return 0
-        now_ms = min(now_ms, clock)
+        under_way = self.sweeping.pop(partition, None)
         cursor = self.sweep_cursor.pop(partition, None)
-        items = db.items(from_key=cursor) if cursor is not None else db.items()
-        expired, next_cursor = expired_dedup_keys(items, now_ms, window)
-        if next_cursor is not None:
-            self.sweep_cursor[partition] = next_cursor
+        if under_way is not None:
+            cursor = under_way.cursor  # a sweep record came before the last one was through
+        self.sweeping[partition] = Sweep(min(now_ms, clock), cursor, SWEEP_MAX_SCAN, SWEEP_MAX_DELETES)
+        return self._sweep_slice(partition)
+
+    def continue_sweep(self) -> int:
+        """The next slice of the sweep under way longest (:meth:`sweep`); how many keys it deleted."""
+        if not self.sweeping:
+            return 0
+        return self._sweep_slice(next(iter(self.sweeping)))
+
+    def _sweep_slice(self, partition: int) -> int:
+        job = self.sweeping[partition]
+        db = self.tables.access.db(self.tables.seen, partition)
+        # a fresh iterator per slice: none is kept across the event loop's turns (a rebalance may
+        # close the partition's store meanwhile, and ends the sweep: ``rebalanced``)
+        items = db.items(from_key=job.cursor) if job.cursor is not None else db.items()
+        scan = min(SWEEP_SLICE_SCAN, job.scan_left)
+        window = self.processor.pipeline.dedup_window_ms
+        expired, next_cursor = expired_dedup_keys(
+            items, job.now_ms, window, max_scan=scan, max_delete=job.deletes_left
+        )
         for key in expired:
             self.store.forget_seen(key, partition)
+        job.deletes_left -= len(expired)
+        job.scan_left -= scan
+        if next_cursor is None:
+            del self.sweeping[partition]  # through to the end
+        elif job.scan_left <= 0 or job.deletes_left <= 0:
+            del self.sweeping[partition]  # this sweep's bound: the next one goes on from here
+            self.sweep_cursor[partition] = next_cursor
+        else:
+            job.cursor = next_cursor
         return len(expired)
 
     def rescan(self) -> int:
@@ -752,6 +803,13 @@ class PipelineTask:
         if shell.metrics is not None and shell.metrics.trace is not None:
             shell.metrics.trace.start()
         while True:
+            if shell.sweeping:
+                # a slice of a dedup sweep per turn, before waiting for input (or between what
+                # the pipeline takes from its inbox, when there is always more)
+                shell.continue_sweep()
+                await shell.give_turn()
+                if not shell.inbox_ready.is_set():
+                    continue
             await shell.wait_for_input()
             shell.new_turn()
             await self.work_through(shell.take_inbox())
