@@ -101,7 +101,8 @@ def slowest(
         "gc_pause_max_ms": round(max(gc_pauses), 1) if gc_pauses else 0.0,
         "loop_stalls": len(lags),
         "loop_stall_max_ms": round(max(lags), 1) if lags else 0.0,
-        "long_stalls": stall_causes(pauses),
+        # the long stalls while probes were on their way (not the setup's or the throughput run's)
+        "long_stalls": stall_causes(_within(pauses, sent_at, arrived)),
     }
 
 
@@ -143,16 +144,32 @@ def _short(frame: list[str]) -> str:
 
 def stall_causes(pauses: Iterable[dict[str, Any]], at_least_s: float = LONG_STALL_S) -> list[dict[str, Any]]:
     """Event-loop stalls of ``at_least_s`` or more, counted by cause (:func:`stall_cause`), most
-    time first: ``{"cause", "stalls", "sum_ms", "max_ms"}``."""
+    time first: ``{"cause", "stalls", "sum_ms", "max_ms"}``. A stall during which the loop's thread
+    ran less than half the time (``cpu``) is counted as waiting for a core: on a busy machine what
+    it was sampled at is chance."""
     by: dict[str, list[float]] = {}
     for p in pauses:
         if p["kind"] == "lag" and p["s"] >= at_least_s:
-            by.setdefault(stall_cause(p.get("stacks") or []), []).append(p["s"] * 1000)
+            cause = stall_cause(p.get("stacks") or [])
+            cpu = p.get("cpu")
+            if cpu is not None and cpu < p["s"] / 2:
+                cause = f"waiting for a core ({cause})"  # the loop's thread mostly not running
+            by.setdefault(cause, []).append(p["s"] * 1000)
     order = sorted(by.items(), key=lambda kv: sum(kv[1]), reverse=True)
     return [
         {"cause": cause, "stalls": len(v), "sum_ms": round(sum(v), 1), "max_ms": round(max(v), 1)}
         for cause, v in order
     ]
+
+
+def _within(
+    pauses: list[dict[str, Any]], sent_at: dict[str, float], arrived: dict[str, float]
+) -> list[dict[str, Any]]:
+    """The pauses from the first probe sent to the last dispatch read."""
+    if not sent_at or not arrived:
+        return []
+    start, end = min(sent_at.values()), max(arrived.values())
+    return [p for p in pauses if p["at"] + p["s"] >= start and p["at"] <= end]
 
 
 def _during(pauses: Iterable[dict[str, Any]], start: float, end: float) -> list[str]:
@@ -173,7 +190,7 @@ def describe(result: dict[str, Any]) -> list[str]:
         f"latency trace: {result['traced']} probes traced; GC pauses >= 5 ms: {result['gc_pauses']} "
         f"(max {result['gc_pause_max_ms']} ms), event-loop stalls >= 5 ms: {result['loop_stalls']} "
         f"(max {result['loop_stall_max_ms']} ms)",
-        f"  event-loop stalls >= {LONG_STALL_S * 1000:.0f} ms by cause (sampled): "
+        f"  event-loop stalls >= {LONG_STALL_S * 1000:.0f} ms while probes ran, by cause (sampled): "
         + (
             "; ".join(
                 f"{r['cause']}: {r['stalls']} (sum {r['sum_ms']:.0f} ms, max {r['max_ms']:.0f} ms)"

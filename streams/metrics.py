@@ -261,7 +261,9 @@ class LatencyTrace:
     be matched with what the worker was doing; and a line per batch acked (when, how many input
     records). A stall of ``TRACE_STALL_SAMPLE_S`` or more is sampled from a thread of its own: its
     ``lag`` line carries where the event loop's thread was (``stacks``: innermost frame last, one
-    per sample), so each long stall names its cause. Costs a dict entry per input record while on."""
+    per sample), so each long stall names its cause, and every ``lag`` line the loop thread's CPU
+    time during it (``cpu``: a stall the loop spent working, or one it spent waiting for a core).
+    Costs a dict entry per input record while on."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -359,6 +361,7 @@ class LatencyTrace:
 
         while True:
             before = time.monotonic()
+            cpu_before = time.thread_time()
             at = time.time()
             self._beat = before
             await asyncio.sleep(TRACE_LAG_EVERY_S)
@@ -367,7 +370,11 @@ class LatencyTrace:
             late = now - before - TRACE_LAG_EVERY_S
             samples, self._samples = self._samples, []
             if late >= TRACE_MIN_PAUSE_S:
-                entry: dict[str, Any] = {"kind": "lag", "at": at + TRACE_LAG_EVERY_S, "s": late}
+                # the event loop's own CPU time meanwhile: about ``s`` when the loop worked all
+                # along, much less when its thread waited (not scheduled, or another thread had
+                # the GIL)
+                cpu = time.thread_time() - cpu_before
+                entry: dict[str, Any] = {"kind": "lag", "at": at + TRACE_LAG_EVERY_S, "s": late, "cpu": cpu}
                 stacks = [stack for t, stack in samples if t >= before]
                 if stacks:
                     entry["stacks"] = stacks

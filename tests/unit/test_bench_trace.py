@@ -70,7 +70,10 @@ def test_a_long_event_loop_stall_is_sampled_and_named_by_what_the_loop_ran(tmp_p
     from streams.metrics import LatencyTrace
 
     def blocking_sweep() -> None:
-        time.sleep(0.3)  # a callback that keeps the event loop for a long time
+        # a callback that keeps the event loop working for a long time
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
 
     async def main(trace: LatencyTrace) -> None:
         trace.start()
@@ -101,6 +104,7 @@ def test_stalls_are_counted_by_cause_with_the_project_frame_under_the_callback()
         {"kind": "lag", "at": 1.0, "s": 0.2, "stacks": [sweep, sweep, idle]},
         {"kind": "lag", "at": 2.0, "s": 0.1, "stacks": [idle]},
         {"kind": "lag", "at": 3.0, "s": 0.06},
+        {"kind": "lag", "at": 3.5, "s": 0.08, "cpu": 0.01, "stacks": [sweep]},  # the loop hardly ran
         {"kind": "lag", "at": 4.0, "s": 0.01, "stacks": [sweep]},  # short: not counted
         {"kind": "gc", "at": 5.0, "s": 0.3, "generation": 2},
     ]
@@ -109,5 +113,7 @@ def test_stalls_are_counted_by_cause_with_the_project_frame_under_the_callback()
         {"cause": "loop (streams/agents.py) > sweep (streams/agents.py)", "stalls": 1, "sum_ms": 200.0,
          "max_ms": 200.0},
         {"cause": "waiting in select (not scheduled)", "stalls": 1, "sum_ms": 100.0, "max_ms": 100.0},
+        {"cause": "waiting for a core (loop (streams/agents.py) > sweep (streams/agents.py))", "stalls": 1,
+         "sum_ms": 80.0, "max_ms": 80.0},
         {"cause": "not sampled", "stalls": 1, "sum_ms": 60.0, "max_ms": 60.0},
     ]  # fmt: skip
