@@ -144,22 +144,30 @@ def _short(frame: list[str]) -> str:
 
 def stall_causes(pauses: Iterable[dict[str, Any]], at_least_s: float = LONG_STALL_S) -> list[dict[str, Any]]:
     """Event-loop stalls of ``at_least_s`` or more, counted by cause (:func:`stall_cause`), most
-    time first: ``{"cause", "stalls", "sum_ms", "max_ms"}``. A stall during which the loop's thread
-    ran less than half the time (``cpu``) is counted as waiting for a core: on a busy machine what
-    it was sampled at is chance."""
-    by: dict[str, list[float]] = {}
+    time first: ``{"cause", "stalls", "sum_ms", "max_ms", "cpu_ms"}``. ``cpu_ms`` is the loop
+    thread's own CPU time during them: near ``sum_ms`` when the loop worked all along, well below
+    it when its thread waited for a core (a busy machine) or for the GIL."""
+    by: dict[str, list[tuple[float, float | None]]] = {}
     for p in pauses:
         if p["kind"] == "lag" and p["s"] >= at_least_s:
-            cause = stall_cause(p.get("stacks") or [])
             cpu = p.get("cpu")
-            if cpu is not None and cpu < p["s"] / 2:
-                cause = f"waiting for a core ({cause})"  # the loop's thread mostly not running
-            by.setdefault(cause, []).append(p["s"] * 1000)
-    order = sorted(by.items(), key=lambda kv: sum(kv[1]), reverse=True)
-    return [
-        {"cause": cause, "stalls": len(v), "sum_ms": round(sum(v), 1), "max_ms": round(max(v), 1)}
-        for cause, v in order
-    ]
+            by.setdefault(stall_cause(p.get("stacks") or []), []).append(
+                (p["s"] * 1000, None if cpu is None else cpu * 1000)
+            )
+    order = sorted(by.items(), key=lambda kv: sum(ms for ms, _ in kv[1]), reverse=True)
+    rows: list[dict[str, Any]] = []
+    for cause, v in order:
+        row: dict[str, Any] = {
+            "cause": cause,
+            "stalls": len(v),
+            "sum_ms": round(sum(ms for ms, _ in v), 1),
+            "max_ms": round(max(ms for ms, _ in v), 1),
+        }
+        cpus = [c for _, c in v if c is not None]
+        if cpus:
+            row["cpu_ms"] = round(sum(cpus), 1)
+        rows.append(row)
+    return rows
 
 
 def _within(
@@ -193,7 +201,8 @@ def describe(result: dict[str, Any]) -> list[str]:
         f"  event-loop stalls >= {LONG_STALL_S * 1000:.0f} ms while probes ran, by cause (sampled): "
         + (
             "; ".join(
-                f"{r['cause']}: {r['stalls']} (sum {r['sum_ms']:.0f} ms, max {r['max_ms']:.0f} ms)"
+                f"{r['cause']}: {r['stalls']} (sum {r['sum_ms']:.0f} ms, max {r['max_ms']:.0f} ms"
+                + (f", loop CPU {r['cpu_ms']:.0f} ms)" if "cpu_ms" in r else ")")
                 for r in result.get("long_stalls", [])[:8]
             )
             or "none"

@@ -110,10 +110,8 @@ def test_stalls_are_counted_by_cause_with_the_project_frame_under_the_callback()
     ]
     causes = latency_trace.stall_causes(pauses)
     assert causes == [
-        {"cause": "loop (streams/agents.py) > sweep (streams/agents.py)", "stalls": 1, "sum_ms": 200.0,
-         "max_ms": 200.0},
+        {"cause": "loop (streams/agents.py) > sweep (streams/agents.py)", "stalls": 2, "sum_ms": 280.0,
+         "max_ms": 200.0, "cpu_ms": 10.0},
         {"cause": "waiting in select (not scheduled)", "stalls": 1, "sum_ms": 100.0, "max_ms": 100.0},
-        {"cause": "waiting for a core (loop (streams/agents.py) > sweep (streams/agents.py))", "stalls": 1,
-         "sum_ms": 80.0, "max_ms": 80.0},
         {"cause": "not sampled", "stalls": 1, "sum_ms": 60.0, "max_ms": 60.0},
     ]  # fmt: skip
