@@ -540,3 +540,37 @@ def test_a_sweep_stops_at_its_bound_and_the_next_goes_on_and_a_rebalance_ends_it
         assert not shell.sweeping and shell.continue_sweep() == 0
 
     asyncio.run(main())
+
+
+def test_an_idle_pipeline_goes_on_with_a_sweep_under_way_without_waiting_for_input(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from streams import agents
+    from streams.agents import PipelineTask
+    from topics.envelope import Coords
+
+    monkeypatch.setattr(agents, "SWEEP_SLICE_SCAN", 2)
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        window = shell.processor.pipeline.dedup_window_ms
+        now = 10_000_000_000
+        store = shell.store.at(3)
+        events = [f"ev-{i:02d}" for i in range(7)]
+        for i, event in enumerate(events):
+            store.put_seen("dev-1", event, now - window - 1, Coords("observations", 3, i))
+        await shell.store.writes.flush(RecordingProducer())
+        shell.stream_time[3] = now
+        shell.sweep(3, now)  # the sweep record: its first slice
+        task = PipelineTask(None, shell)
+        task.attach = lambda: None  # type: ignore[method-assign]
+        running = asyncio.ensure_future(task.loop())
+        for _ in range(100):
+            if not shell.sweeping:
+                break
+            await asyncio.sleep(0)
+        assert not shell.sweeping and not running.done()  # through, and waiting for input now
+        assert [e for e in events if store.get_seen("dev-1", e) is not None] == []
+        running.cancel()
+
+    asyncio.run(main())
