@@ -93,10 +93,10 @@ GC_FREEZE_EVERY_S = 5.0
 GC_FULL_EVERY_S = 600.0
 SWEEP_MAX_DELETES = 20_000
 SWEEP_MAX_SCAN = 100_000
-#: a sweep goes through its dedup keys this many at a time, the pipeline's records and the event
-#: loop's other work in between (a partition's whole scan at once stopped the stream for up to a
-#: quarter of a second per partition, docs/PERFORMANCE.md)
-SWEEP_SLICE_SCAN = 2_000
+#: a sweep goes through its dedup keys this many at a time (about 1-2 ms on a free core), the
+#: pipeline's records and the event loop's other work in between (a partition's whole scan at once
+#: stopped the stream for up to a quarter of a second per partition, docs/PERFORMANCE.md)
+SWEEP_SLICE_SCAN = 500
 #: how long a worker giving up partitions waits for its flushed batches to be delivered before it
 #: stops instead (their next owner must not rebuild the tables from half of a batch)
 SETTLE_TIMEOUT_S = 30.0
