@@ -23,6 +23,10 @@ from typing import Any
 import orjson
 
 STAGES = ("fetch", "inbox", "merge", "batch", "flush", "deliver", "read")
+#: event-loop stalls at least this long are counted by cause (``stall_causes``)
+LONG_STALL_S = 0.05
+#: the project's own packages (a sampled stack is named by its innermost frame in them)
+OWN = ("streams/", "tables/", "pipeline/", "topics/", "supervisor/", "bench/")
 
 
 def load(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -97,7 +101,83 @@ def slowest(
         "gc_pause_max_ms": round(max(gc_pauses), 1) if gc_pauses else 0.0,
         "loop_stalls": len(lags),
         "loop_stall_max_ms": round(max(lags), 1) if lags else 0.0,
+        # the long stalls while probes were on their way (not the setup's or the throughput run's)
+        "long_stalls": stall_causes(_within(pauses, sent_at, arrived)),
     }
+
+
+def stall_cause(stacks: list[list[str]]) -> str:
+    """What a stall was doing, from the stacks sampled during it: the callback the event loop ran
+    (the first frame under asyncio's ``Handle._run``, else the outermost frame of the project's own
+    code) and the innermost frame of the project's own code, of the stack sampled most often (by
+    those two frames). A thread sampled waiting in ``select`` was ready to run but not scheduled
+    (the machine's CPU was taken)."""
+    if not stacks:
+        return "not sampled"
+    names: dict[str, int] = {}
+    for stack in stacks:
+        frames = [f.split(" ", 1) for f in stack if " " in f]
+        if not frames:
+            continue
+        if frames[-1][1] == "select":
+            name = "waiting in select (not scheduled)"
+        else:
+            start = None
+            for i, (where, func) in enumerate(frames):
+                if func == "_run" and where.startswith("asyncio/events.py"):
+                    start = i + 1
+            own = [f for f in frames if f[0].startswith(OWN) and not f[0].startswith("streams/worker.py")]
+            inner = frames[start:] if start is not None and start < len(frames) else own or frames[-1:]
+            outer = _short(inner[0])
+            innermost = _short(own[-1]) if own else _short(frames[-1])
+            name = outer if innermost == outer else f"{outer} > {innermost}"
+        names[name] = names.get(name, 0) + 1
+    if not names:
+        return "not sampled"
+    return max(names.items(), key=lambda kv: kv[1])[0]
+
+
+def _short(frame: list[str]) -> str:
+    where, func = frame
+    return f"{func} ({where.rsplit(':', 1)[0]})"
+
+
+def stall_causes(pauses: Iterable[dict[str, Any]], at_least_s: float = LONG_STALL_S) -> list[dict[str, Any]]:
+    """Event-loop stalls of ``at_least_s`` or more, counted by cause (:func:`stall_cause`), most
+    time first: ``{"cause", "stalls", "sum_ms", "max_ms", "cpu_ms"}``. ``cpu_ms`` is the loop
+    thread's own CPU time during them: near ``sum_ms`` when the loop worked all along, well below
+    it when its thread waited for a core (a busy machine) or for the GIL."""
+    by: dict[str, list[tuple[float, float | None]]] = {}
+    for p in pauses:
+        if p["kind"] == "lag" and p["s"] >= at_least_s:
+            cpu = p.get("cpu")
+            by.setdefault(stall_cause(p.get("stacks") or []), []).append(
+                (p["s"] * 1000, None if cpu is None else cpu * 1000)
+            )
+    order = sorted(by.items(), key=lambda kv: sum(ms for ms, _ in kv[1]), reverse=True)
+    rows: list[dict[str, Any]] = []
+    for cause, v in order:
+        row: dict[str, Any] = {
+            "cause": cause,
+            "stalls": len(v),
+            "sum_ms": round(sum(ms for ms, _ in v), 1),
+            "max_ms": round(max(ms for ms, _ in v), 1),
+        }
+        cpus = [c for _, c in v if c is not None]
+        if cpus:
+            row["cpu_ms"] = round(sum(cpus), 1)
+        rows.append(row)
+    return rows
+
+
+def _within(
+    pauses: list[dict[str, Any]], sent_at: dict[str, float], arrived: dict[str, float]
+) -> list[dict[str, Any]]:
+    """The pauses from the first probe sent to the last dispatch read."""
+    if not sent_at or not arrived:
+        return []
+    start, end = min(sent_at.values()), max(arrived.values())
+    return [p for p in pauses if p["at"] + p["s"] >= start and p["at"] <= end]
 
 
 def _during(pauses: Iterable[dict[str, Any]], start: float, end: float) -> list[str]:
@@ -118,6 +198,15 @@ def describe(result: dict[str, Any]) -> list[str]:
         f"latency trace: {result['traced']} probes traced; GC pauses >= 5 ms: {result['gc_pauses']} "
         f"(max {result['gc_pause_max_ms']} ms), event-loop stalls >= 5 ms: {result['loop_stalls']} "
         f"(max {result['loop_stall_max_ms']} ms)",
+        f"  event-loop stalls >= {LONG_STALL_S * 1000:.0f} ms while probes ran, by cause (sampled): "
+        + (
+            "; ".join(
+                f"{r['cause']}: {r['stalls']} (sum {r['sum_ms']:.0f} ms, max {r['max_ms']:.0f} ms"
+                + (f", loop CPU {r['cpu_ms']:.0f} ms)" if "cpu_ms" in r else ")")
+                for r in result.get("long_stalls", [])[:8]
+            )
+            or "none"
+        ),
         "  share of the slowest 1 %: "
         + ", ".join(f"{s} {v:.0%}" for s, v in result["share_slowest_1pct"].items()),
         "  share of all probes:     " + ", ".join(f"{s} {v:.0%}" for s, v in result["share_all"].items()),

@@ -77,6 +77,9 @@ WAITED_ON_KINDS = frozenset({"decisions", "dispatch"})
 #: the producer's sender and the acks run meanwhile); frequent flushes would cost throughput (one
 #: produce request per flush), frequent turns cost almost nothing
 YIELD_EVERY_S = 0.01
+#: records the merge releases at a time, the pipeline's turns in between (slices of a whole batch,
+#: 2,000 plans released after a hold, kept the event loop for over a second, docs/PERFORMANCE.md)
+MERGE_SLICE = 100
 #: messages the inbox takes before faust's fetcher waits
 INBOX_MAX = 10_000
 PRODUCER_BUFFER_MESSAGES = 20_000
@@ -90,11 +93,26 @@ GC_FREEZE_EVERY_S = 5.0
 GC_FULL_EVERY_S = 600.0
 SWEEP_MAX_DELETES = 20_000
 SWEEP_MAX_SCAN = 100_000
+#: a sweep goes through its dedup keys this many at a time (about 1-2 ms on a free core), the
+#: pipeline's records and the event loop's other work in between (a partition's whole scan at once
+#: stopped the stream for up to a quarter of a second per partition, docs/PERFORMANCE.md)
+SWEEP_SLICE_SCAN = 500
 #: how long a worker giving up partitions waits for its flushed batches to be delivered before it
 #: stops instead (their next owner must not rebuild the tables from half of a batch)
 SETTLE_TIMEOUT_S = 30.0
 
 VerdictSink = Callable[[str, int, Trigger, int], None]
+
+
+@dataclass
+class Sweep:
+    """A sweep of one partition's dedup keys under way (``PipelineShell.sweep``): the clock it
+    judges by, where it goes on from (None: the beginning) and what it may still scan and delete."""
+
+    now_ms: int
+    cursor: bytes | None
+    scan_left: int = SWEEP_MAX_SCAN
+    deletes_left: int = SWEEP_MAX_DELETES
 
 
 @dataclass
@@ -272,6 +290,8 @@ class PipelineShell:
     stream_time: dict[int, int] = field(default_factory=dict)
     #: partition -> the dedup key the next sweep goes on from (a sweep scans a bounded slice)
     sweep_cursor: dict[int, bytes] = field(default_factory=dict)
+    #: partition -> its sweep under way, gone through a slice at a time (``continue_sweep``)
+    sweeping: dict[int, Sweep] = field(default_factory=dict)
     #: partition -> wall-clock seconds (monotonic) of the last record processed
     last_activity: dict[int, float] = field(default_factory=dict)
     #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
@@ -417,9 +437,13 @@ class PipelineShell:
         if self.batch.due():
             await self.flush()
         elif time.monotonic() - self.yielded_at >= YIELD_EVERY_S:
-            self.yielded_at = time.monotonic()
-            await asyncio.sleep(0)
-            self.new_turn()
+            await self.give_turn()
+
+    async def give_turn(self) -> None:
+        """Give the event loop a turn (what the pipeline knew may move meanwhile)."""
+        self.yielded_at = time.monotonic()
+        await asyncio.sleep(0)
+        self.new_turn()
 
     def merge_clock(self) -> float:
         """The clock the merge's hold runs on: the seconds the pipeline has spent waiting for input
@@ -458,9 +482,7 @@ class PipelineShell:
         without this the fetcher, the producer's sender and the acks would wait for the whole
         backlog (seconds of stalls, measured)."""
         await self.batch.flush()
-        self.yielded_at = time.monotonic()
-        await asyncio.sleep(0)
-        self.new_turn()
+        await self.give_turn()
 
     def rebalanced(self) -> None:
         """Partitions move (revoked, or assigned): what this worker received, held or processed and
@@ -468,6 +490,7 @@ class PipelineShell:
         next), and so is what it knew of the partitions' positions and states."""
         self.store.clear_cache()
         self.merger.drain()
+        self.sweeping.clear()
         self.claimed.clear()
         self.drop_unflushed()
         self.next_offset.clear()
@@ -627,23 +650,54 @@ class PipelineShell:
         """Delete dedup keys of this partition older than the dedup window (bounded per call), on
         the partition's receive-time clock: the latest Kafka timestamp this worker processed there.
 
+        The keys are gone through ``SWEEP_SLICE_SCAN`` at a time: the first slice now, the rest by
+        :meth:`continue_sweep` (the pipeline calls it between its records), so a large partition's
+        sweep never holds the stream up. Which keys go does not depend on when: a key older than
+        the window on the sweep's clock can no longer make any record a duplicate.
+
         A partition with no record processed here yet has no clock, and is not swept: the sweep
         record's own timestamp is the wall clock of whichever worker sent it (possibly the
         partition's previous owner), and keys judged by it would go while records that find them
         duplicates are still to come (as after a rebalance, or on a replay of old records)."""
-        window = self.processor.pipeline.dedup_window_ms
-        db = self.tables.access.db(self.tables.seen, partition)
+        self.tables.access.db(self.tables.seen, partition)  # no store: an error, not "nothing swept"
         clock = self.stream_time.get(partition)
         if clock is None:
             return 0
-        now_ms = min(now_ms, clock)
+        under_way = self.sweeping.pop(partition, None)
         cursor = self.sweep_cursor.pop(partition, None)
-        items = db.items(from_key=cursor) if cursor is not None else db.items()
-        expired, next_cursor = expired_dedup_keys(items, now_ms, window)
-        if next_cursor is not None:
-            self.sweep_cursor[partition] = next_cursor
+        if under_way is not None:
+            cursor = under_way.cursor  # a sweep record came before the last one was through
+        self.sweeping[partition] = Sweep(min(now_ms, clock), cursor, SWEEP_MAX_SCAN, SWEEP_MAX_DELETES)
+        return self._sweep_slice(partition)
+
+    def continue_sweep(self) -> int:
+        """The next slice of the sweep under way longest (:meth:`sweep`); how many keys it deleted."""
+        if not self.sweeping:
+            return 0
+        return self._sweep_slice(next(iter(self.sweeping)))
+
+    def _sweep_slice(self, partition: int) -> int:
+        job = self.sweeping[partition]
+        db = self.tables.access.db(self.tables.seen, partition)
+        # a fresh iterator per slice: none is kept across the event loop's turns (a rebalance may
+        # close the partition's store meanwhile, and ends the sweep: ``rebalanced``)
+        items = db.items(from_key=job.cursor) if job.cursor is not None else db.items()
+        scan = min(SWEEP_SLICE_SCAN, job.scan_left)
+        window = self.processor.pipeline.dedup_window_ms
+        expired, next_cursor = expired_dedup_keys(
+            items, job.now_ms, window, max_scan=scan, max_delete=job.deletes_left
+        )
         for key in expired:
             self.store.forget_seen(key, partition)
+        job.deletes_left -= len(expired)
+        job.scan_left -= scan
+        if next_cursor is None:
+            del self.sweeping[partition]  # through to the end
+        elif job.scan_left <= 0 or job.deletes_left <= 0:
+            del self.sweeping[partition]  # this sweep's bound: the next one goes on from here
+            self.sweep_cursor[partition] = next_cursor
+        else:
+            job.cursor = next_cursor
         return len(expired)
 
     def rescan(self) -> int:
@@ -731,18 +785,18 @@ class PipelineTask:
         batch.add(message)
 
     async def run_ready(self) -> None:
-        """What the merge releases, in slices: a merge releasing a long-held backlog at once is
-        flushed as it goes (each slice is popped and processed without a pause, so the merge's
-        order holds)."""
+        """What the merge releases, in slices of ``MERGE_SLICE``: a merge releasing a long-held
+        backlog at once is flushed as it goes, and the event loop has its turns between slices
+        (each slice is popped and processed without a pause, so the merge's order holds)."""
         shell = self.shell
         while True:
             ready = shell.merger.pop_ready(
-                shell.caught_up_now, shell.merge_clock(), limit=FLUSH_RECORDS, blocked=shell.unsettled
+                shell.caught_up_now, shell.merge_clock(), limit=MERGE_SLICE, blocked=shell.unsettled
             )
             for message in ready:
                 self.run(message)
             await shell.take_turns()
-            if len(ready) < FLUSH_RECORDS:
+            if len(ready) < MERGE_SLICE:
                 return
 
     async def loop(self) -> None:
@@ -752,6 +806,13 @@ class PipelineTask:
         if shell.metrics is not None and shell.metrics.trace is not None:
             shell.metrics.trace.start()
         while True:
+            if shell.sweeping:
+                # a slice of a dedup sweep per turn, before waiting for input (or between what
+                # the pipeline takes from its inbox, when there is always more)
+                shell.continue_sweep()
+                await shell.give_turn()
+                if not shell.inbox_ready.is_set():
+                    continue
             await shell.wait_for_input()
             shell.new_turn()
             await self.work_through(shell.take_inbox())
@@ -855,18 +916,40 @@ class YoungOnlyCollector:
     (for how long: docs/PERFORMANCE.md) while finding almost nothing (the states are freed by
     reference counting). Freezing moves what exists now out of the collector's sight: collections
     scan only what is newer. Every ``GC_FULL_EVERY_S`` everything is collected once (one such
-    pause)."""
+    pause).
+
+    What survives a collection of the two young generations is frozen at once as well
+    (:meth:`after_collection`): the oldest generation, which the collector scans whole, otherwise
+    filled with up to ``GC_FREEZE_EVERY_S`` of survivors between two ticks (100-260 ms pauses under
+    load, and again as often as it grew by a quarter: frozen objects do not count in that ratio).
+    Right after such a collection the young generations are empty, so only objects that outlived
+    it are frozen."""
 
     def __init__(self) -> None:
         self.last_full = time.monotonic()
+        self.installed = False
 
     async def collect(self) -> None:
+        if not self.installed:
+            self.installed = True
+            gc.callbacks.append(self.after_collection)
         now = time.monotonic()
         if now - self.last_full >= GC_FULL_EVERY_S:
             self.last_full = now
             gc.unfreeze()
             gc.collect()
         gc.freeze()
+
+    def after_collection(self, phase: str, info: dict[str, Any]) -> None:
+        """A ``gc.callbacks`` hook: after a collection of generation 1 (and 0 with it), freeze its
+        survivors (now all in the oldest generation)."""
+        if phase == "stop" and info.get("generation") == 1:
+            gc.freeze()
+
+    def close(self) -> None:
+        if self.after_collection in gc.callbacks:
+            gc.callbacks.remove(self.after_collection)
+        self.installed = False
 
 
 def register_agents(app: Any, shell: PipelineShell) -> list[str]:

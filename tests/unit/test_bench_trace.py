@@ -61,3 +61,57 @@ def test_the_profile_leaves_idle_samples_out_and_ranks_own_and_inclusive_time() 
     assert (result["busy_samples"], result["idle_samples"]) == (40, 50)
     assert result["self"][0] == ("loads (topics/gate.py)", 0.75)
     assert ("handle (streams/agents.py)", 1.0) in result["total"]
+
+
+def test_a_long_event_loop_stall_is_sampled_and_named_by_what_the_loop_ran(tmp_path: Path) -> None:
+    import asyncio
+    import time
+
+    from streams.metrics import LatencyTrace
+
+    def blocking_sweep() -> None:
+        # a callback that keeps the event loop working for a long time
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+
+    async def main(trace: LatencyTrace) -> None:
+        trace.start()
+        await asyncio.sleep(0.05)
+        asyncio.get_running_loop().call_soon(blocking_sweep)
+        await asyncio.sleep(0.1)
+
+    path = tmp_path / "trace.jsonl"
+    trace = LatencyTrace(str(path))
+    try:
+        asyncio.run(main(trace))
+    finally:
+        trace.close()
+    _, pauses = latency_trace.load(path)
+    sampled = [p for p in pauses if p["kind"] == "lag" and p.get("stacks")]
+    assert sampled, pauses
+    assert any("blocking_sweep" in frame for p in sampled for stack in p["stacks"] for frame in stack)
+    causes = latency_trace.stall_causes(pauses)
+    assert causes[0]["cause"].startswith("blocking_sweep")
+    assert causes[0]["stalls"] == 1
+
+
+def test_stalls_are_counted_by_cause_with_the_project_frame_under_the_callback() -> None:
+    loop_frames = ["asyncio/base_events.py:1 run_forever", "asyncio/events.py:80 _run"]
+    sweep = [*loop_frames, "streams/agents.py:700 loop", "streams/agents.py:600 sweep", "rocksdict:1 items"]
+    idle = [*loop_frames[:1], "selectors.py:468 select"]
+    pauses = [
+        {"kind": "lag", "at": 1.0, "s": 0.2, "stacks": [sweep, sweep, idle]},
+        {"kind": "lag", "at": 2.0, "s": 0.1, "stacks": [idle]},
+        {"kind": "lag", "at": 3.0, "s": 0.06},
+        {"kind": "lag", "at": 3.5, "s": 0.08, "cpu": 0.01, "stacks": [sweep]},  # the loop hardly ran
+        {"kind": "lag", "at": 4.0, "s": 0.01, "stacks": [sweep]},  # short: not counted
+        {"kind": "gc", "at": 5.0, "s": 0.3, "generation": 2},
+    ]
+    causes = latency_trace.stall_causes(pauses)
+    assert causes == [
+        {"cause": "loop (streams/agents.py) > sweep (streams/agents.py)", "stalls": 2, "sum_ms": 280.0,
+         "max_ms": 200.0, "cpu_ms": 10.0},
+        {"cause": "waiting in select (not scheduled)", "stalls": 1, "sum_ms": 100.0, "max_ms": 100.0},
+        {"cause": "not sampled", "stalls": 1, "sum_ms": 60.0, "max_ms": 60.0},
+    ]  # fmt: skip

@@ -275,3 +275,38 @@ def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes
         waiting.cancel()
 
     asyncio.run(main())
+
+
+def test_a_merge_releasing_a_long_held_backlog_lets_the_event_loop_run_between_slices(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Records held long (e.g. a partition's plans behind a slow topic) and released at once are
+    processed in the merge's order, a slice at a time, with the event loop's other work (the
+    fetcher, the producer, acks) between the slices, not after the whole backlog."""
+    from streams import agents
+    from streams.agents import PipelineTask
+
+    monkeypatch.setattr(agents, "YIELD_EVERY_S", 0.0)
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        names = shell.names
+        task = PipelineTask(None, shell)
+        released: list[Any] = []
+        task.run = released.append  # type: ignore[method-assign]
+        n = 2 * agents.MERGE_SLICE + 50
+        held = [Message(names.observations, i % 3, i // 3, 1_000 + i) for i in range(n)]
+        for message in held:
+            task.merge("observations", message)
+        other_work: list[int] = []
+        asyncio.get_running_loop().call_soon(lambda: other_work.append(len(released)))
+        await task.run_ready()
+        assert sorted(released, key=lambda m: (m.partition, m.offset)) == sorted(
+            held, key=lambda m: (m.partition, m.offset)
+        )
+        for p in range(3):
+            mine = [m.offset for m in released if m.partition == p]
+            assert mine == sorted(mine)  # each partition in order
+        assert other_work == [agents.MERGE_SLICE]  # ran after the first slice, not the whole backlog
+
+    asyncio.run(main())
