@@ -152,6 +152,8 @@ class CommitBatch:
     #: one flush at a time: a flush takes its messages and their writes in the same instant, so it
     #: acks exactly the records whose effects it sent
     flushing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the worker is stopping: nothing more is flushed (:meth:`close`)
+    closed: bool = False
     #: counts rebalances: a batch taken before one acks nothing after one (and the pipeline does
     #: not process further what it took from the inbox before one)
     generation: int = 0
@@ -198,6 +200,9 @@ class CommitBatch:
         The messages and the pending writes are taken together, with no pause between (the writes'
         own flush takes them before its first await): whatever a rebalance drops meanwhile
         (:meth:`discard`) is neither sent nor acked, and is read again."""
+        if self.closed:
+            self.discard()  # the worker stops: read again by the partitions' next owners
+            return
         if self.producer is None or self.ack is None:
             raise RuntimeError("the shell has no producer yet")
         async with self.flushing:
@@ -243,6 +248,13 @@ class CommitBatch:
             self.metrics.delivered(tally, len(messages), time.monotonic() - started, time.time())
 
     async def _lost(self, exc: BaseException) -> None:
+        if self.closed:
+            log.warning(
+                "guardian: stopping; a batch handed over before the stop was not delivered (%r): "
+                "its records were not committed and are read again",
+                exc,
+            )
+            return
         log.critical("guardian: a batch of outputs or table changes was not delivered: %r", exc)
         if self.on_lost is not None:
             await self.on_lost(exc)
@@ -255,6 +267,19 @@ class CommitBatch:
         self.waited_on_since = None
         self.tally = BatchTally()
         self.writes.discard()
+
+    async def close(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """The worker stops, its consumer out of the group: what was processed and not flushed is
+        dropped (not acked, so read again by the partitions' next owners, as after a rebalance),
+        nothing is flushed from now on (faust stops the producer before it cancels the worker's
+        tasks and timers: a flush in between crashed a worker stopped by SIGTERM), and the batches
+        handed over so far are waited for, as at a revocation (:meth:`settle`)."""
+        self.discard()
+        self.closed = True
+        if not await self.writes.settle(timeout_s):
+            log.warning(
+                "guardian: stopping; batches handed over were not delivered within %.0f s", timeout_s
+            )
 
     async def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
         """Partitions are being taken away: wait until every batch flushed so far is delivered,
@@ -737,6 +762,8 @@ class PipelineShell:
         return due
 
     def send_control(self, partition: int, key: str, cmd: dict[str, Any]) -> None:
+        if self.batch.closed:
+            return  # stopping: the partition's next owner asks again
         self.control_topic.send_soon(key=key.encode(), value=orjson.dumps(cmd), partition=partition)
 
 
@@ -994,6 +1021,12 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.on_partitions_revoked.connect(on_revoked)
     app.on_partitions_assigned.connect(on_rebalance)
+
+    async def on_stop(*_: Any, **__: Any) -> None:
+        # sent once faust's consumer has left the group, before its producer stops
+        await shell.batch.close()
+
+    app.on_before_shutdown.connect(on_stop)
 
     async def quiet_root_logger() -> None:
         restore_log_level(logging.getLogger())

@@ -121,6 +121,40 @@ def test_a_failed_delivery_acks_nothing_and_stops_the_worker(tmp_path: Path) -> 
     asyncio.run(main())
 
 
+def test_a_stopping_worker_waits_for_what_it_handed_over_then_flushes_nothing(tmp_path: Path) -> None:
+    """faust stops its producer before it cancels the worker's tasks: a flush in between crashed a
+    worker stopped by SIGTERM (exit 1 instead of 0). Once stopping, the shell waits for the batches
+    it handed over, drops what it had not flushed (read again by the next owner: nothing of it
+    left the worker) and hands nothing more to the producer; a delivery failing then is no crash."""
+    from aiokafka.errors import ProducerClosed
+
+    async def main() -> None:
+        producer = HeldProducer()
+        released = Acked()
+        shell, lost = shell_over(tmp_path, producer, released)
+        shell.emit([Out("timeline", "dev-1", {"seq": 1})])
+        shell.batch.unacked = ["event-1"]
+        await shell.flush()
+        await handed_over(producer)
+        closing = asyncio.ensure_future(shell.batch.close())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not closing.done()  # waits for the batch on its way
+        producer.futures[0].set_result(type("Meta", (), {"offset": 0})())
+        await asyncio.wait_for(closing, 1)
+        handed = len(producer.batches)
+        shell.emit([Out("timeline", "dev-1", {"seq": 2})])
+        shell.batch.unacked = ["event-2"]
+        await shell.flush()
+        assert len(producer.batches) == handed and shell.batch.unacked == []
+        await shell.batch._lost(ProducerClosed())
+        assert lost == []
+        await asyncio.gather(*shell.batch.acking)
+        assert "event-2" not in released.acked
+
+    asyncio.run(main())
+
+
 def test_a_batch_with_nothing_to_send_is_acked_at_once(tmp_path: Path) -> None:
     async def main() -> None:
         released = Acked()
