@@ -47,6 +47,12 @@ ROCKSDB_OPTIONS = {
     # reading a block; faust's default of 3 bits lets about a quarter of them read one
     "bloom_filter_size": 10,
 }
+#: one block cache for every partition database of every table of a worker (instead of faust's
+#: one per database, ``block_cache_size`` above): a device's entry is read from RocksDB once and
+#: then served from the store's own cache, so cached blocks are rarely read twice
+ROCKSDB_SHARED_BLOCK_CACHE = 8 * 1024**2
+#: one memtable budget for all of them (0: none; each database has its own write buffers above)
+ROCKSDB_SHARED_WRITE_BUFFERS = 0
 
 
 log = logging.getLogger(__name__)
