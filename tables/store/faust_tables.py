@@ -51,8 +51,11 @@ ROCKSDB_OPTIONS = {
 #: one per database, ``block_cache_size`` above): a device's entry is read from RocksDB once and
 #: then served from the store's own cache, so cached blocks are rarely read twice
 ROCKSDB_SHARED_BLOCK_CACHE = 8 * 1024**2
-#: one memtable budget for all of them (0: none; each database has its own write buffers above)
-ROCKSDB_SHARED_WRITE_BUFFERS = 0
+#: one memtable budget for all of them (``write_buffer_size`` x ``max_write_buffer_number`` above
+#: bounds one database only: 8 MB x 24 databases): past it, the database being written flushes
+#: its memtable to disk sooner. At 10,000 devices the memtables held about 35 MB (the dedup keys
+#: of a run are never flushed otherwise)
+ROCKSDB_SHARED_WRITE_BUFFERS = 16 * 1024**2
 
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import pytest
 
 from config.settings import Settings
 from streams import faust_seam
-from tables.store.faust_tables import ROCKSDB_SHARED_BLOCK_CACHE
+from tables.store.faust_tables import ROCKSDB_SHARED_BLOCK_CACHE, ROCKSDB_SHARED_WRITE_BUFFERS
 
 PARTITIONS = 4
 #: the cache's size in these tests: not rocksdict's default (8 MB), so a default cache shows
@@ -107,5 +107,27 @@ def test_memory_is_shared_only_before_a_database_is_opened(tmp_path: Path) -> No
     try:
         with pytest.raises(RuntimeError, match="after it was opened"):
             faust_seam.share_rocksdb_memory(tables[:1], CACHE, 0)
+    finally:
+        close_all(dbs)
+
+
+def test_the_memtables_of_all_databases_share_one_budget(tmp_path: Path) -> None:
+    """Each database's own write buffer (4 MB) would hold its 1.5 MB of writes in memory; 16
+    databases x 1.5 MB pass the worker's budget, so databases flush their memtables to disk."""
+    tables = worker_tables(tmp_path)
+    dbs = [table.data._db_for_partition(p) for table in tables[:2] for p in range(PARTITIONS)]
+    dbs += [tables[2].data._db_for_partition(p) for p in range(PARTITIONS)]
+    dbs += [tables[0].data._db_for_partition(p) for p in range(PARTITIONS, 2 * PARTITIONS)]
+    assert ROCKSDB_SHARED_WRITE_BUFFERS < 16 * 1.5 * 1024**2 < 16 * 4 * 1024**2
+    value = bytes(range(256)) * 6
+    try:
+        for n, db in enumerate(dbs):
+            for i in range(1_000):
+                db[f"dev-{n}-{i:06d}".encode()] = value
+        on_disk = sum(int(db.property_int_value("rocksdb.num-files-at-level0")) for db in dbs)
+        in_memory = sum(int(db.property_int_value("rocksdb.cur-size-all-mem-tables")) for db in dbs)
+        assert on_disk > 0 or in_memory < 16 * 1.5 * 1024**2
+        for n, db in enumerate(dbs):  # nothing is lost on the way
+            assert db.get(f"dev-{n}-{999:06d}".encode()) == value
     finally:
         close_all(dbs)
