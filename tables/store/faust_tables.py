@@ -41,6 +41,7 @@ CACHE_SIZE = 16_384
 ROCKSDB_OPTIONS = {
     "write_buffer_size": 4 * 1024**2,
     "max_write_buffer_number": 2,
+    # faust's own cache per database; a worker replaces it by ROCKSDB_SHARED_BLOCK_CACHE below
     "block_cache_size": 4 * 1024**2,
     # bits per key of the Bloom filters: most lookups are misses (a dedup key seen for the first
     # time, an owner looked for in another partition's database), which a filter answers without
