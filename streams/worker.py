@@ -41,7 +41,12 @@ from streams.app import create_app
 from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
 from supervisor import rules
-from tables.store.faust_tables import FaustStore, define_tables
+from tables.store.faust_tables import (
+    ROCKSDB_SHARED_BLOCK_CACHE,
+    ROCKSDB_SHARED_WRITE_BUFFERS,
+    FaustStore,
+    define_tables,
+)
 from tables.store.writes import PendingWrites
 from topics.names import INPUT_SUFFIXES, TopicNames
 from topics.registry import RegistryError, load_registry
@@ -73,6 +78,7 @@ def build_worker_app(
     )
     names = TopicNames(settings.topic_prefix)
     tables = define_tables(app, settings.partitions, faust_seam.RocksStores())
+    faust_seam.share_rocksdb_memory(tables.all(), ROCKSDB_SHARED_BLOCK_CACHE, ROCKSDB_SHARED_WRITE_BUFFERS)
     decide = rules.decide if settings.supervisor == "rules" else None
     processor = Processor(registry, Pipeline(registry, language=settings.language), decide)
     out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
@@ -173,6 +179,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except RegistryError as exc:
         _say(f"broken registry: {exc}")
         return Exit.USAGE
+    except faust_seam.SeamError as exc:
+        _say(str(exc))
+        return Exit.INTERNAL
     bootstrap = settings.resolve_bootstrap()
     quiet_client_logs()
     try:
@@ -217,6 +226,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except RegistryError as exc:
         _say(f"broken registry: {exc}")
         return Exit.USAGE
+    except faust_seam.SeamError as exc:
+        _say(str(exc))
+        return Exit.INTERNAL
     try:
         faust_seam.check(app, shell.tables.all())
         expected = changelog_topics(shell.names)

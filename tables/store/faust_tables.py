@@ -41,12 +41,22 @@ CACHE_SIZE = 16_384
 ROCKSDB_OPTIONS = {
     "write_buffer_size": 4 * 1024**2,
     "max_write_buffer_number": 2,
+    # faust's own cache per database; a worker replaces it by ROCKSDB_SHARED_BLOCK_CACHE below
     "block_cache_size": 4 * 1024**2,
     # bits per key of the Bloom filters: most lookups are misses (a dedup key seen for the first
     # time, an owner looked for in another partition's database), which a filter answers without
     # reading a block; faust's default of 3 bits lets about a quarter of them read one
     "bloom_filter_size": 10,
 }
+#: one block cache for every partition database of every table of a worker (instead of faust's
+#: one per database, ``block_cache_size`` above): a device's entry is read from RocksDB once and
+#: then served from the store's own cache, so cached blocks are rarely read twice
+ROCKSDB_SHARED_BLOCK_CACHE = 8 * 1024**2
+#: one memtable budget for all of them (``write_buffer_size`` x ``max_write_buffer_number`` above
+#: bounds one database only: 8 MB x 24 databases): past it, the database being written flushes
+#: its memtable to disk sooner. At 10,000 devices the memtables held about 35 MB (the dedup keys
+#: of a run are never flushed otherwise)
+ROCKSDB_SHARED_WRITE_BUFFERS = 16 * 1024**2
 
 
 log = logging.getLogger(__name__)
