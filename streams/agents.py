@@ -277,9 +277,7 @@ class CommitBatch:
         self.discard()
         self.closed = True
         if not await self.writes.settle(timeout_s):
-            log.warning(
-                "guardian: stopping; batches handed over were not delivered within %.0f s", timeout_s
-            )
+            log.warning("guardian: stopping; batches handed over were not delivered within %.0f s", timeout_s)
 
     async def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
         """Partitions are being taken away: wait until every batch flushed so far is delivered,
