@@ -257,6 +257,26 @@ async def _group_members(bootstrap: str, group: str) -> list[Any]:
     return list(groups[0]["members"]) if groups else []
 
 
+def worker_state(worker: WorkerProcess) -> str:
+    """What a worker says of itself (/ready, its input lag), for a failure's message."""
+    import urllib.request
+
+    lines = []
+    for page in ("/ready", "/metrics"):
+        try:
+            with urllib.request.urlopen(worker.base_url + page, timeout=5) as answer:
+                text = answer.read().decode()
+        except OSError as exc:  # /ready answers 503 with its reasons when not ready
+            read = getattr(exc, "read", None)
+            text = read().decode() if read is not None else str(exc)
+        if page == "/metrics":
+            text = "\n".join(
+                line for line in text.splitlines() if line.startswith("guardian_consumer_lag_records")
+            )
+        lines.append(f"{worker.worker_id} {page}: {text}")
+    return "\n".join(lines) + "\n" + worker.log_tail(10)
+
+
 def test_two_workers_split_partitions_then_one_leaves(
     kafka_bootstrap: str,
     topic_prefix: str,
@@ -286,9 +306,12 @@ def test_two_workers_split_partitions_then_one_leaves(
         w2.stop()  # SIGTERM: a clean leave; w1 takes its partitions over
         assert w2.proc is not None and w2.proc.returncode in (0, -15), w2.log_tail()
         asyncio.run(produce_in_order(kafka_bootstrap, records[2 * third :]))
-        live = collect_all(kafka_bootstrap, names, replayed, timeout_s=240)
-        compare(live, replayed, owner_index_may_lag=True)
-        lag_returns_to_zero(kafka_bootstrap, topic_prefix, kafka_partitions)
+        try:
+            live = collect_all(kafka_bootstrap, names, replayed, timeout_s=240)
+            compare(live, replayed, owner_index_may_lag=True)
+            lag_returns_to_zero(kafka_bootstrap, topic_prefix, kafka_partitions)
+        except (TimeoutError, AssertionError) as exc:
+            raise AssertionError(f"{exc}\n{worker_state(w1)}") from exc
     finally:
         w2.stop()
         w1.stop()
