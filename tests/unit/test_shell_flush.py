@@ -543,25 +543,33 @@ def test_a_sweep_goes_through_a_large_partition_a_slice_at_a_time_and_forgets_th
     asyncio.run(main())
 
 
+async def expired_keys(shell: PipelineShell, n: int) -> tuple[Any, list[str], int]:
+    """``n`` dedup keys of partition 3, all older than the window on the partition's clock (now):
+    its store, the keys' event IDs and that clock."""
+    from topics.envelope import Coords
+
+    window = shell.processor.pipeline.dedup_window_ms
+    now = 10_000_000_000
+    store = shell.store.at(3)
+    events = [f"ev-{i:02d}" for i in range(n)]
+    for i, event in enumerate(events):
+        store.put_seen("dev-1", event, now - window - 1, Coords("observations", 3, i))
+    await shell.store.writes.flush(RecordingProducer())
+    shell.stream_time[3] = now
+    return store, events, now
+
+
 def test_a_sweep_stops_at_its_bound_and_the_next_goes_on_and_a_rebalance_ends_it(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     from streams import agents
-    from topics.envelope import Coords
 
     monkeypatch.setattr(agents, "SWEEP_SLICE_SCAN", 2)
     monkeypatch.setattr(agents, "SWEEP_MAX_SCAN", 4)
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
-        window = shell.processor.pipeline.dedup_window_ms
-        now = 10_000_000_000
-        store = shell.store.at(3)
-        events = [f"ev-{i:02d}" for i in range(6)]
-        for i, event in enumerate(events):
-            store.put_seen("dev-1", event, now - window - 1, Coords("observations", 3, i))
-        await shell.store.writes.flush(RecordingProducer())
-        shell.stream_time[3] = now
+        store, events, now = await expired_keys(shell, 6)
         shell.sweep(3, now)
         shell.continue_sweep()
         assert not shell.sweeping  # four keys scanned: this sweep's bound
@@ -581,20 +589,12 @@ def test_an_idle_pipeline_goes_on_with_a_sweep_under_way_without_waiting_for_inp
 ) -> None:
     from streams import agents
     from streams.agents import PipelineTask
-    from topics.envelope import Coords
 
     monkeypatch.setattr(agents, "SWEEP_SLICE_SCAN", 2)
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
-        window = shell.processor.pipeline.dedup_window_ms
-        now = 10_000_000_000
-        store = shell.store.at(3)
-        events = [f"ev-{i:02d}" for i in range(7)]
-        for i, event in enumerate(events):
-            store.put_seen("dev-1", event, now - window - 1, Coords("observations", 3, i))
-        await shell.store.writes.flush(RecordingProducer())
-        shell.stream_time[3] = now
+        store, events, now = await expired_keys(shell, 7)
         shell.sweep(3, now)  # the sweep record: its first slice
         task = PipelineTask(None, shell)
         task.attach = lambda: None  # type: ignore[method-assign]
