@@ -18,6 +18,9 @@ What is used, and why:
   delivered batch at once.
 - mode's ``Service.wait_first`` with ``_stopped``/``_crashed``: :class:`EagerConsumer` hands a
   fetched message over without a task per message.
+- the consumer's ``perform_seek`` with ``_read_offset`` and ``_committed_offset``, and its
+  ``_add_gap``: :class:`EagerConsumer` keeps the place of what was read during a seek and counts
+  only missing offsets as a gap in the log.
 - the RocksDB store's ``_dbs`` (partition -> open ``Rdict``) and ``_db_for_partition``: the
   batched table writes, the dedup sweep, the recovery rescan and the owner lookup read and write
   the partition databases directly (:class:`RocksStores`).
@@ -178,6 +181,46 @@ class EagerConsumer(faust_aiokafka.Consumer):
                     other.close()  # never started: nothing to cancel
             return WaitResults([first], [outcome], False)
         return await super().wait_first(outcome, *coros[1:])
+
+    async def perform_seek(self) -> None:
+        """Seek every assigned partition to its committed offset (faust's ``perform_seek``, called
+        once the tables are recovered and when it fetched while its flow was stopped), without
+        losing the place of what the fetch loop read while the seek was on its way.
+
+        faust's own runs beside the fetch loop, which by then takes records of the resumed
+        partitions again; it set their read offsets back to the committed ones, so the next record
+        looked like a jump in the log, which faust takes for offsets that do not exist (as after
+        transaction markers): it added the records read meanwhile to the acked offsets a second
+        time, and every duplicate there held the commit back a turn of the commit timer (a worker
+        that took over the partitions of one that left stayed about 1,000 records behind for
+        minutes). Here a partition the fetch loop read meanwhile goes on after its last record
+        read (a record read again from the seeked position is below it and skipped), and a
+        committed offset this consumer knows is never set back below itself."""
+        read = self._read_offset
+        before = {tp: read.get(tp) for tp in list(read)}
+        generation = self.app.consumer_generation_id
+        flowing = self.flow_active
+        committed = await self.seek_to_committed()
+        # records read meanwhile were handed over (not dropped: the flow ran throughout, and no
+        # rebalance came, whose own seek then places the partitions)
+        handed_over = flowing and self.flow_active and generation == self.app.consumer_generation_id
+        known = self._committed_offset
+        for tp, offset in committed.items():
+            now = read.get(tp)
+            if now is not None and now != before.get(tp) and handed_over:
+                read[tp] = now + 1  # faust's own mark after a seek: the next offset to take
+            else:
+                read[tp] = offset if offset is not None and offset >= 0 else None
+            mark = known.get(tp)
+            if offset and (mark is None or offset > mark):
+                known[tp] = offset
+
+    async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
+        """Offsets missing from a partition's log (``offset_from`` to the record in hand, as faust
+        calls it) count as acked; faust's own counts the record in hand too, before it has been
+        processed (it is acked once its outputs are delivered)."""
+        if offset_to > offset_from:
+            await super()._add_gap(tp, offset_from, offset_to - 1)
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
         """Seek every assigned partition to its committed offset, and those of the stream's topics
@@ -496,6 +539,8 @@ def check(app: Any, tables: list[Any]) -> None:
         (Conductor, "_build_handler"),
         (Conductor, "_compile_message_handler"),
         (Service, "wait_first"),
+        (faust_consumer.Consumer, "perform_seek"),
+        (faust_consumer.Consumer, "_add_gap"),
         (faust_rocksdb.Store, "_db_for_partition"),
         (faust_aiokafka.Producer, "_ensure_producer"),
         (faust_producer.ProducerBuffer, "max_messages"),
@@ -506,6 +551,8 @@ def check(app: Any, tables: list[Any]) -> None:
     consumer = app.consumer
     for name in (
         "_committed_offset",
+        "_read_offset",
+        "flow_active",
         "_stopped",
         "_crashed",
         "_acked",

@@ -96,14 +96,6 @@ async def produce_in_order(bootstrap: str, records: list[InputRecord], bucket_ms
     return len(records)
 
 
-def all_ended(expected: dict[str, str]) -> Any:
-    def check(out: Outputs) -> bool:
-        statuses = out.statuses()
-        return all(statuses.get(exp) == status for exp, status in expected.items())
-
-    return check
-
-
 def compare(live: Outputs, replayed: ReplayResult, *, owner_index_may_lag: bool = False) -> None:
     """Live outputs == replay's: decisions, dispatches, final statuses, dead letters.
 
@@ -155,15 +147,29 @@ def collect_all(bootstrap: str, names: TopicNames, replayed: ReplayResult, timeo
     n_decisions = len({d["decision_id"] for d in replayed.outs["decisions"]})
     n_dispatch = len({d["dispatch_id"] for d in replayed.outs["dispatch"]})
 
-    def done(out: Outputs) -> bool:
-        return (
-            all_ended(want)(out)
-            and len(out.values["deadletter"]) >= n_letters
-            and len({d["decision_id"] for d in out.values["decisions"]}) >= n_decisions
-            and len({d["dispatch_id"] for d in out.values["dispatch"]}) >= n_dispatch
-        )
+    unmet: list[str] = []  # what the outputs last lacked (said when they never get there)
 
-    return asyncio.run(collect(bootstrap, names, done, timeout_s=timeout_s, settle_s=3.0))
+    def done(out: Outputs) -> bool:
+        unmet.clear()
+        got = out.statuses()
+        wrong = {exp: (got.get(exp), status) for exp, status in want.items() if got.get(exp) != status}
+        if wrong:
+            shown = dict(sorted(wrong.items())[:10])
+            unmet.append(f"{len(wrong)} experiences not at replay's status, (live, replay): {shown}")
+        for what, have, need in (
+            ("dead letters", len(out.values["deadletter"]), n_letters),
+            ("decisions", len({d["decision_id"] for d in out.values["decisions"]}), n_decisions),
+            ("dispatches", len({d["dispatch_id"] for d in out.values["dispatch"]}), n_dispatch),
+        ):
+            if have < need:
+                unmet.append(f"{have} {what} of replay's {need}")
+        return not unmet
+
+    try:
+        return asyncio.run(collect(bootstrap, names, done, timeout_s=timeout_s, settle_s=3.0))
+    except TimeoutError:
+        short = "; ".join(unmet)
+        raise TimeoutError(f"outputs short of replay's after {timeout_s:.0f} s: {short}") from None
 
 
 def some_decisions(n: int) -> Any:

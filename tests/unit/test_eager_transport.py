@@ -212,3 +212,111 @@ def test_after_a_rebalance_partitions_without_a_committed_offset_are_read_from_t
     finally:
         consumer._thread.thread_loop.close()  # the consumer thread's loop (never started here)
     assert sorted(sought) == [TP("in", 0), TP("in", 1)]
+
+
+def _fetch_loop_takes(consumer: Any, tp: Any, offset: int) -> None:
+    """What faust's fetch loop (``Consumer._drain_messages``) does with the next record of ``tp``
+    before handing it over: a record more than one past the read offset marks the offsets in
+    between as a gap in the log (acked without a record); then it is the read offset."""
+    read = consumer._read_offset[tp]
+    assert read is None or offset >= read, "faust would drop this record as read already"
+    if read and offset - read > 1:
+        asyncio.run(consumer._add_gap(tp, read + 1, offset))
+    consumer._read_offset[tp] = offset
+
+
+def _processed(consumer: Any, tp: Any, offsets: range) -> None:
+    """The pipeline delivered these records' outputs: acked, as ``ack_all`` does."""
+    for offset in offsets:
+        if offset not in consumer._acked_index[tp]:
+            consumer._acked_index[tp].add(offset)
+            consumer._acked[tp].append(offset)
+
+
+def test_a_seek_while_the_fetch_loop_reads_does_not_hold_the_commit_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker takes over partitions with records waiting: faust seeks them to their committed
+    offsets while its fetch loop already reads them. What was read meanwhile is not read again,
+    the next record is no gap, and the commit reaches the last record processed at once (faust's
+    own seek set the read offset back: the records in between were acked twice over, and the
+    commit then moved one offset per turn of its timer, minutes behind)."""
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+    from faust.types import TP
+
+    app = GuardianApp("eager-reseek", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    consumer: Any = app.consumer
+    taken, quiet = TP("in", 0), TP("in", 1)
+    consumer._read_offset.update({taken: 953, quiet: 705})  # where an earlier seek put them
+    consumer._committed_offset.update({taken: 953, quiet: 800})  # quiet: committed since
+
+    async def faust_seek(self: Any) -> dict[TP, int | None]:
+        for offset in range(953, 1101):  # the fetch loop reads while the seek is on its way
+            _fetch_loop_takes(consumer, taken, offset)
+        return {taken: 953, quiet: 705}  # the broker's answer, read before the last commit
+
+    monkeypatch.setattr(faust_aiokafka.Consumer, "seek_to_committed", faust_seek)
+    try:
+        asyncio.run(consumer.perform_seek())
+        _fetch_loop_takes(consumer, taken, 1101)  # the next record: no gap
+        _processed(consumer, taken, range(953, 1102))
+        assert not consumer._gap[taken]
+        assert consumer._new_offset(taken) == 1102  # every record processed, committed at once
+        assert consumer._read_offset[quiet] == 705  # nothing read meanwhile: read from the seek
+        assert consumer._committed_offset[quiet] == 800  # not set back by an older answer
+        with pytest.raises(AssertionError, match="read already"):
+            _fetch_loop_takes(consumer, taken, 1000)  # read again from the seeked position
+    finally:
+        consumer._thread.thread_loop.close()
+
+
+def test_records_dropped_while_a_seek_was_on_its_way_are_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rebalance begins while the seek is on its way: the fetch loop drops what it reads (the
+    flow is stopped), so the partitions go back to their committed offsets, as faust places them."""
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+    from faust.types import TP
+
+    app = GuardianApp("eager-drop", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    consumer: Any = app.consumer
+    tp = TP("in", 0)
+    consumer._read_offset[tp] = 953
+
+    async def faust_seek(self: Any) -> dict[TP, int | None]:
+        consumer.stop_flow()
+        for offset in range(953, 1101):
+            _fetch_loop_takes(consumer, tp, offset)  # taken and dropped
+        return {tp: 953}
+
+    monkeypatch.setattr(faust_aiokafka.Consumer, "seek_to_committed", faust_seek)
+    try:
+        asyncio.run(consumer.perform_seek())
+        assert consumer._read_offset[tp] == 953
+        _fetch_loop_takes(consumer, tp, 953)  # read again
+    finally:
+        consumer._thread.thread_loop.close()
+
+
+def test_a_gap_in_the_log_counts_only_the_missing_offsets_as_acked() -> None:
+    """Offsets missing from a partition's log (e.g. transaction markers) are committed past; the
+    record after them is committed only once it is processed (faust's gap took it in too: with a
+    later batch delivered first, its offset was committed before its outputs were delivered)."""
+    from faust.types import TP
+
+    app = GuardianApp("eager-gap", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    consumer: Any = app.consumer
+    tp = TP("in", 0)
+    try:
+        consumer._committed_offset[tp] = 7
+        for offset in (7, 10, 11):  # 8 and 9 are not records
+            _fetch_loop_takes(consumer, tp, offset)
+        _processed(consumer, tp, range(7, 8))
+        _processed(consumer, tp, range(11, 12))  # 10's batch is still on its way
+        assert consumer._new_offset(tp) == 10
+        consumer._committed_offset[tp] = 10
+        _processed(consumer, tp, range(10, 11))
+        assert consumer._new_offset(tp) == 12
+        assert consumer._acked[tp] == []  # nothing acked twice, nothing left over
+    finally:
+        consumer._thread.thread_loop.close()
