@@ -923,10 +923,23 @@ class QuietDevices:
         self.shell = shell
         #: the local devices were rescanned since the last rebalance
         self.scanned = False
+        #: the consumer generation (assignment) whose tables faust last finished recovering
+        #: (faust's own ``completed`` stays set from the first assignment on: a rescan right after
+        #: a later one read the store before the partitions taken over were in it, and their
+        #: devices' pending changes and precondition deadlines were never confirmed)
+        self.recovered_generation: int | None = None
+
+    def recovered(self, *_: Any, **__: Any) -> None:
+        """faust's ``on_rebalance_complete``: the current assignment's tables are recovered."""
+        self.recovered_generation = self.app.consumer_generation_id
 
     async def confirm(self) -> None:
         shell = self.shell
-        if not self.scanned and faust_seam.recovery_completed(self.app):
+        if (
+            not self.scanned
+            and self.recovered_generation == self.app.consumer_generation_id
+            and faust_seam.recovery_completed(self.app)
+        ):
             self.scanned = True
             shell.rescan()
         for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
@@ -1019,6 +1032,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.on_partitions_revoked.connect(on_revoked)
     app.on_partitions_assigned.connect(on_rebalance)
+    app.on_rebalance_complete.connect(quiet.recovered)
 
     async def on_stop(*_: Any, **__: Any) -> None:
         # sent once faust's consumer has left the group, before its producer stops

@@ -469,7 +469,8 @@ def set_producer_buffer(app: Any, max_messages: int) -> None:
 class Recovery:
     """Where faust's table recovery stands."""
 
-    #: recovery done for the current assignment
+    #: recovery done (for the first assignment: faust never clears it afterwards; a later
+    #: assignment's recovery shows in ``remaining``)
     completed: bool
     #: changelog records still to read, per table changelog topic-partition being recovered
     remaining: dict[tuple[str, int], int]
@@ -491,7 +492,8 @@ def recovery(app: Any) -> Recovery:
 
 
 def recovery_completed(app: Any) -> bool:
-    """Has faust's table recovery finished for the current assignment?"""
+    """Has faust's table recovery finished (once: faust never clears it after the first
+    assignment; what a later assignment's recovery has done, its ``on_rebalance_complete`` says)?"""
     rec = _attr(app.tables, "recovery", "faust.tables.manager.TableManager")
     return bool(_attr(rec, "completed", "faust.tables.recovery.Recovery").is_set())
 
