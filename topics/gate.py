@@ -302,17 +302,20 @@ def dead_letter_json(
 # --------------------------------------------------------------------------------------------
 
 
-def forbidden_key_paths(obj: Mapping[str, Any] | Sequence[Any]) -> list[str]:
+def forbidden_key_paths(
+    obj: Mapping[str, Any] | Sequence[Any], safe: frozenset[str] = frozenset()
+) -> list[str]:
     """Dotted paths (list indexes as numbers, keys as :func:`~topics.hostile.safe_key`) of every
     §4.2 forbidden key in ``obj``, at any depth, compared after NFKC, case folding and removing
-    zero-width characters. Iterative: no recursion limit on deep documents."""
+    zero-width characters. Iterative: no recursion limit on deep documents. ``safe``: keys known
+    not to be forbidden (exact spelling), not compared again."""
     found: list[str] = []
     stack: list[tuple[Any, str]] = [(obj, "")]
     while stack:
         node, prefix = stack.pop()
         if type(node) is dict:
             for k, v in node.items():
-                if is_forbidden_key(k):
+                if k not in safe and is_forbidden_key(k):
                     found.append(prefix + safe_key(k))
                 tv = type(v)
                 if (tv is dict and v) or (tv is list and v):
@@ -666,7 +669,7 @@ class Gate:
         raw: bytes,
     ) -> Any:
         self._hostile(obj, raw)
-        paths = [] if self._clean(obj) else forbidden_key_paths(obj)
+        paths = [] if self._clean(obj) else forbidden_key_paths(obj, self._safe_keys)
         if paths:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
         try:
@@ -822,10 +825,29 @@ class Gate:
                 learned.add(v)
             elif not check.facts[k].allows(v) or (type(v) is int and not INT64_MIN <= v <= INT64_MAX):
                 return None
-        return _observation(
-            obj, event_id, device_id, ctype, source, observed_at_ms, freshness_ms, ttl, conf, rcd,
-            correlation, facts,
-        )  # fmt: skip
+        # _observation(...), inlined: once per valid observation
+        m = _object_new(Observation)
+        _set_dict(
+            m,
+            {
+                "event_id": event_id,
+                "device_id": device_id,
+                "type": ctype,
+                "source": source,
+                "observed_at_ms": observed_at_ms,
+                "freshness_ms": freshness_ms,
+                "ttl_ms": ttl,
+                "confidence": conf,
+                "privacy_class": "semantic_only",
+                "requires_cloud_decision": rcd,
+                "correlation": correlation,
+                "facts": facts,
+            },
+        )
+        _set_fields_set(m, set(obj))
+        _set_extra(m, None)
+        _set_private(m, None)
+        return m
 
     def _checked_observation(self, obj: dict[str, Any], key: Any) -> Observation:
         """§4.3 steps 2–4 in order, finding the reason and the paths of a rejection."""
@@ -840,7 +862,7 @@ class Gate:
             or privacy_class != "semantic_only"
             or (check is not None and type(facts) is dict and not facts.keys() <= check.allowed)
         ):
-            raise self._privacy_reject(obj, ctype, facts, privacy_class, check)
+            raise self._privacy_reject(obj, ctype, facts, privacy_class, check, self._safe_keys)
 
         # Step 3: schema, then key, then contract.
         event_id: Any = get("event_id")
@@ -965,9 +987,14 @@ class Gate:
 
     @staticmethod
     def _privacy_reject(
-        obj: dict[str, Any], ctype: Any, facts: Any, privacy_class: Any, check: _ContractCheck | None
+        obj: dict[str, Any],
+        ctype: Any,
+        facts: Any,
+        privacy_class: Any,
+        check: _ContractCheck | None,
+        safe: frozenset[str],
     ) -> _Reject:
-        paths = forbidden_key_paths(obj)
+        paths = forbidden_key_paths(obj, safe)
         parts = []
         if paths:
             parts.append("forbidden key at " + _paths_text(paths))
