@@ -22,6 +22,12 @@ from topics.registry import Registry
 
 InputKind = str  # "plans" | "observations" | "task-events" | "device-context"
 
+# a Coords' slots, for the once-per-record path of Processor.process
+_new = object.__new__
+_set_suffix = Coords.__dict__["suffix"].__set__
+_set_partition = Coords.__dict__["partition"].__set__
+_set_offset = Coords.__dict__["offset"].__set__
+
 
 class StateStore(Protocol):
     """Per-device state, dedup memory and the experience→device index.
@@ -179,7 +185,11 @@ class Processor:
             return Processed([Out("deadletter", key_str, verdict.value)], [], None)
         record = verdict.record
         device_id = record.device_id
-        coords = Coords(kind, partition, offset)
+        # Coords(kind, partition, offset), without the frozen dataclass's checked attribute writes
+        coords = _new(Coords)
+        _set_suffix(coords, kind)
+        _set_partition(coords, partition)
+        _set_offset(coords, offset)
         prior = store.applied_outputs(device_id, coords)
         if prior is not None:
             if isinstance(record, (Observation, TaskEvent)):

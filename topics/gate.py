@@ -64,10 +64,19 @@ MAX_PLAN_AREAS = 64
 
 _ID_RE = re.compile(ID_PATTERN)
 _ID_FULLMATCH = _ID_RE.fullmatch
-_object_setattr = object.__setattr__
+_object_new = object.__new__
+# the slots every pydantic model instance has (BaseModel.__slots__), set as model_construct does
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _MAX_PATHS = 32
 #: the most IDs the gate remembers as valid (:meth:`Gate._is_known_id`)
 _KNOWN_IDS_MAX = 65_536
+#: the most correlations the gate keeps built (:meth:`Gate._fast_observation`)
+_CORRELATIONS_MAX = 16_384
+#: the most valid values the gate remembers per string fact without an enum
+_KNOWN_VALUES_MAX = 4_096
 _MAX_PATH_LEN = 200
 _MAX_DETAIL_LEN = 500
 
@@ -119,12 +128,13 @@ def _observation(
 def _build(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
     """What ``cls.model_construct`` does for a model without aliases, extras or private
     attributes, given every field in declaration order: the caller has validated the values
-    exactly as ``model_validate`` would (tests compare the two)."""
-    m = cls.__new__(cls)
-    _object_setattr(m, "__dict__", values)
-    _object_setattr(m, "__pydantic_fields_set__", fields_set)
-    _object_setattr(m, "__pydantic_extra__", None)
-    _object_setattr(m, "__pydantic_private__", None)
+    exactly as ``model_validate`` would (tests compare the two). The four slots of a pydantic model
+    are set through their descriptors (what ``object.__setattr__`` finds, without looking)."""
+    m = _object_new(cls)
+    _set_dict(m, values)
+    _set_fields_set(m, fields_set)
+    _set_extra(m, None)
+    _set_private(m, None)
     return m
 
 
@@ -139,9 +149,21 @@ class _ContractCheck:
     required: tuple[tuple[str, ...], ...]
     required_all: frozenset[str]
     any_of: tuple[frozenset[str], ...]
+    #: String values known to be valid, by fact: a string fact's enum, or (no enum) the values its
+    #: :meth:`FactSpec.allows` accepted so far (they repeat record after record; the gate's own
+    #: memory, emptied when it holds ``_KNOWN_VALUES_MAX``); empty for a bool or int fact
+    known_str: Mapping[str, frozenset[str] | set[str]]
 
     @classmethod
     def of(cls, spec: ContractSpec) -> _ContractCheck:
+        known_str: dict[str, frozenset[str] | set[str]] = {}
+        for name, fact in spec.facts.items():
+            if fact.type != "str":
+                known_str[name] = frozenset()
+            elif fact.enum is not None:
+                known_str[name] = fact.enum
+            else:
+                known_str[name] = set()
         return cls(
             facts=spec.facts,
             allowed=frozenset(spec.facts),
@@ -149,6 +171,7 @@ class _ContractCheck:
             required=spec.required,
             required_all=frozenset(g[0] for g in spec.required if len(g) == 1),
             any_of=tuple(frozenset(g) for g in spec.required if len(g) > 1),
+            known_str=known_str,
         )
 
 
@@ -175,6 +198,13 @@ class Rejected:
     @property
     def dead_letter(self) -> DeadLetter:
         return DeadLetter.model_validate(self.value)
+
+
+# an Admitted's slots, for the gate's hot path (a frozen dataclass's __init__ writes each one
+# through object.__setattr__)
+_set_admitted_record = Admitted.__dict__["record"].__set__
+_set_admitted_size = Admitted.__dict__["size"].__set__
+_set_admitted_json = Admitted.__dict__["json"].__set__
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,17 +302,20 @@ def dead_letter_json(
 # --------------------------------------------------------------------------------------------
 
 
-def forbidden_key_paths(obj: Mapping[str, Any] | Sequence[Any]) -> list[str]:
+def forbidden_key_paths(
+    obj: Mapping[str, Any] | Sequence[Any], safe: frozenset[str] = frozenset()
+) -> list[str]:
     """Dotted paths (list indexes as numbers, keys as :func:`~topics.hostile.safe_key`) of every
     §4.2 forbidden key in ``obj``, at any depth, compared after NFKC, case folding and removing
-    zero-width characters. Iterative: no recursion limit on deep documents."""
+    zero-width characters. Iterative: no recursion limit on deep documents. ``safe``: keys known
+    not to be forbidden (exact spelling), not compared again."""
     found: list[str] = []
     stack: list[tuple[Any, str]] = [(obj, "")]
     while stack:
         node, prefix = stack.pop()
         if type(node) is dict:
             for k, v in node.items():
-                if is_forbidden_key(k):
+                if k not in safe and is_forbidden_key(k):
                     found.append(prefix + safe_key(k))
                 tv = type(v)
                 if (tv is dict and v) or (tv is list and v):
@@ -529,6 +562,10 @@ class Gate:
         #: record after record): a set lookup instead of a regex match; emptied when full. The
         #: answer is the regex's either way.
         self._known_ids: set[str] = set()
+        #: Correlations already built from three valid IDs, by (experience, workflow, step) ID:
+        #: a record's correlation repeats those of the records before it. The models are frozen,
+        #: so observations may share one; emptied when full.
+        self._correlations: dict[tuple[str, str, str], Correlation] = {}
 
     @property
     def registry(self) -> Registry:
@@ -600,7 +637,12 @@ class Gate:
                 payload=self.redactor.payload(kind, obj) if rej.reason in PAYLOAD_REASONS else None,
             )
             return Rejected(value=dl, event_id=dl["event_id"])
-        return Admitted(record, len(raw))
+        # Admitted(record, len(raw)), without the frozen dataclass's checked attribute writes
+        admitted = _object_new(Admitted)
+        _set_admitted_record(admitted, record)
+        _set_admitted_size(admitted, len(raw))
+        _set_admitted_json(admitted, None)
+        return admitted
 
     # ----------------------------------------------------------------------------------------
 
@@ -627,7 +669,7 @@ class Gate:
         raw: bytes,
     ) -> Any:
         self._hostile(obj, raw)
-        paths = [] if self._clean(obj) else forbidden_key_paths(obj)
+        paths = [] if self._clean(obj) else forbidden_key_paths(obj, self._safe_keys)
         if paths:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
         try:
@@ -742,36 +784,70 @@ class Gate:
                 type(corr) is dict
                 and len(corr) == 3
                 and type(ce := corr.get("experience_id")) is str
-                and (ce in known or self._is_known_id(ce))
                 and type(cw := corr.get("workflow_id")) is str
-                and (cw in known or self._is_known_id(cw))
                 and type(cs := corr.get("step_id")) is str
-                and (cs in known or self._is_known_id(cs))
             ):
                 return None
-            correlation = _build(
-                Correlation,
-                {"experience_id": ce, "workflow_id": cw, "step_id": cs},
-                {"experience_id", "workflow_id", "step_id"},
-            )
+            ids = (ce, cw, cs)
+            correlation = self._correlations.get(ids)
+            if correlation is None:
+                if not (
+                    (ce in known or self._is_known_id(ce))
+                    and (cw in known or self._is_known_id(cw))
+                    and (cs in known or self._is_known_id(cs))
+                ):
+                    return None
+                correlation = _build(
+                    Correlation,
+                    {"experience_id": ce, "workflow_id": cw, "step_id": cs},
+                    {"experience_id", "workflow_id", "step_id"},
+                )
+                if len(self._correlations) >= _CORRELATIONS_MAX:
+                    self._correlations.clear()
+                self._correlations[ids] = correlation
         if not check.required_all <= facts.keys():
             return None
         for any_of in check.any_of:
             if facts.keys().isdisjoint(any_of):
                 return None
-        specs = check.facts
+        known_str = check.known_str
         for k, v in facts.items():
-            spec = specs[k]
-            enum = spec.enum
-            if enum is not None and type(v) is str:
-                if v not in enum:
-                    return None
-            elif not spec.allows(v) or (type(v) is int and not INT64_MIN <= v <= INT64_MAX):
+            if type(v) is str:
+                if v in known_str[k]:
+                    continue
+                spec = check.facts[k]
+                if spec.enum is not None or not spec.allows(v):
+                    return None  # (an enum's values are all known)
+                learned = known_str[k]
+                assert type(learned) is set  # a str fact without an enum: values learned
+                if len(learned) >= _KNOWN_VALUES_MAX:
+                    learned.clear()
+                learned.add(v)
+            elif not check.facts[k].allows(v) or (type(v) is int and not INT64_MIN <= v <= INT64_MAX):
                 return None
-        return _observation(
-            obj, event_id, device_id, ctype, source, observed_at_ms, freshness_ms, ttl, conf, rcd,
-            correlation, facts,
-        )  # fmt: skip
+        # _observation(...), inlined: once per valid observation
+        m = _object_new(Observation)
+        _set_dict(
+            m,
+            {
+                "event_id": event_id,
+                "device_id": device_id,
+                "type": ctype,
+                "source": source,
+                "observed_at_ms": observed_at_ms,
+                "freshness_ms": freshness_ms,
+                "ttl_ms": ttl,
+                "confidence": conf,
+                "privacy_class": "semantic_only",
+                "requires_cloud_decision": rcd,
+                "correlation": correlation,
+                "facts": facts,
+            },
+        )
+        _set_fields_set(m, set(obj))
+        _set_extra(m, None)
+        _set_private(m, None)
+        return m
 
     def _checked_observation(self, obj: dict[str, Any], key: Any) -> Observation:
         """§4.3 steps 2–4 in order, finding the reason and the paths of a rejection."""
@@ -786,7 +862,7 @@ class Gate:
             or privacy_class != "semantic_only"
             or (check is not None and type(facts) is dict and not facts.keys() <= check.allowed)
         ):
-            raise self._privacy_reject(obj, ctype, facts, privacy_class, check)
+            raise self._privacy_reject(obj, ctype, facts, privacy_class, check, self._safe_keys)
 
         # Step 3: schema, then key, then contract.
         event_id: Any = get("event_id")
@@ -911,9 +987,14 @@ class Gate:
 
     @staticmethod
     def _privacy_reject(
-        obj: dict[str, Any], ctype: Any, facts: Any, privacy_class: Any, check: _ContractCheck | None
+        obj: dict[str, Any],
+        ctype: Any,
+        facts: Any,
+        privacy_class: Any,
+        check: _ContractCheck | None,
+        safe: frozenset[str],
     ) -> _Reject:
-        paths = forbidden_key_paths(obj)
+        paths = forbidden_key_paths(obj, safe)
         parts = []
         if paths:
             parts.append("forbidden key at " + _paths_text(paths))
