@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -73,20 +74,30 @@ def load(prefix: str, t0: int) -> list[InputRecord]:
     return records
 
 
-async def produce_in_order(bootstrap: str, records: list[InputRecord], bucket_ms: int = 25) -> int:
+async def produce_in_order(
+    bootstrap: str,
+    records: list[InputRecord],
+    bucket_ms: int = 25,
+    delivered: Callable[[int], None] | None = None,
+) -> int:
     """Produce as devices do in life: a record is on the broker before any record with a later
     timestamp is sent (each ``bucket_ms`` of record time is delivered before the next is sent), so the
-    worker's cross-topic timestamp merge sees what replay sees."""
+    worker's cross-topic timestamp merge sees what replay sees. ``delivered`` is told how many records
+    are on the broker after each bucket."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=30_000, linger_ms=1)
     await producer.start()
     try:
         async with asyncio.timeout(300):
             pending: list[asyncio.Future[Any]] = []
             bucket: int | None = None
+            done = 0
             for r in records:
                 if bucket is not None and r.ts >= bucket + bucket_ms and pending:
                     await asyncio.gather(*pending)
+                    done += len(pending)
                     pending.clear()
+                    if delivered is not None:
+                        delivered(done)
                 if bucket is None or r.ts >= bucket + bucket_ms:
                     bucket = r.ts
                 pending.append(await producer.send(r.topic, r.value, key=r.key, timestamp_ms=r.ts))
@@ -304,14 +315,34 @@ def test_two_workers_split_partitions_then_one_leaves(
             assert time.monotonic() < deadline, "the two workers never formed one group\n" + w2.log_tail()
             assert w1.alive() and w2.alive(), w1.log_tail() + "\n" + w2.log_tail()
             time.sleep(1)
-        asyncio.run(produce_in_order(kafka_bootstrap, records[:third]))
+        # the fleet never pauses (a pause between two parts of the load made a quiet device of one
+        # in the middle of its story: its partition, caught up and idle, followed the wall clock,
+        # ten minutes past the records' time, and its refresh deadline passed before its answer)
+        two_thirds = threading.Event()
+        failed: list[Exception] = []
+
+        def fleet() -> None:
+            def progress(done: int) -> None:
+                if done >= 2 * third:
+                    two_thirds.set()
+
+            try:
+                asyncio.run(produce_in_order(kafka_bootstrap, records, delivered=progress))
+            except Exception as exc:  # noqa: BLE001 - failed in the test's own thread below
+                failed.append(exc)
+            finally:
+                two_thirds.set()
+
+        producing = threading.Thread(target=fleet, name="fleet")
+        producing.start()
         asyncio.run(collect(kafka_bootstrap, names, some_decisions(10), timeout_s=120, settle_s=0.3))
         # the partitions are split: both workers are members, each with an assignment
         assert len(asyncio.run(_group_members(kafka_bootstrap, group))) == 2
-        asyncio.run(produce_in_order(kafka_bootstrap, records[third : 2 * third]))
+        assert two_thirds.wait(300)
         w2.stop()  # SIGTERM: a clean leave; w1 takes its partitions over
         assert w2.proc is not None and w2.proc.returncode in (0, -15), w2.log_tail()
-        asyncio.run(produce_in_order(kafka_bootstrap, records[2 * third :]))
+        producing.join(300)
+        assert not producing.is_alive() and not failed, failed
         try:
             live = collect_all(kafka_bootstrap, names, replayed, timeout_s=240)
             compare(live, replayed, owner_index_may_lag=True)
