@@ -85,6 +85,7 @@ from typing import Any
 
 import faust
 import rocksdict
+from faust.exceptions import ConsumerNotStarted
 from faust.stores import rocksdb as faust_rocksdb
 from faust.transport.conductor import Conductor
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -489,6 +490,16 @@ def recovery(app: Any) -> Recovery:
         left = high - (done if done is not None and done >= 0 else -1)
         remaining[(str(tp.topic), int(tp.partition))] = max(0, int(left))
     return Recovery(completed=bool(completed), remaining=remaining)
+
+
+def assigned_topics(consumer: Any) -> list[str]:
+    """The topics of the partitions assigned to faust's consumer, sorted (none while it has not
+    started)."""
+    try:
+        assignment = consumer.assignment()
+    except ConsumerNotStarted:
+        return []
+    return sorted({str(tp.topic) for tp in assignment})
 
 
 def recovery_completed(app: Any) -> bool:

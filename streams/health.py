@@ -185,11 +185,11 @@ class Readiness:
         stuck_since = max(self.waiting_since, self.last_progress)
         if not self.gave_up and now - stuck_since >= self.timeout_s:
             self.gave_up = True
-            topics = ", ".join(sorted(self.app.consumer.subscription())) if self.assigned else ""
+            topics = ", ".join(faust_seam.assigned_topics(self.app.consumer)) if self.assigned else ""
             reason = (
                 f"worker not ready after {now - self.waiting_since:.0f} s "
                 f"(GUARDIAN_READY_TIMEOUT_S={self.timeout_s:g}): {'; '.join(lacking)}"
-                + (f"; subscribed to {topics}" if topics else "")
+                + (f"; assigned partitions of {topics}" if topics else "")
             )
             self.on_timeout(reason)
         return lacking

@@ -50,7 +50,9 @@ def fake_app(*, completed: bool, remaining: int = 0, producer: bool = True, flow
         tables=SimpleNamespace(recovery=recovery),
         producer=SimpleNamespace(_producer=SimpleNamespace(_closed=False) if producer else None),
         flow_control=SimpleNamespace(is_active=lambda: flowing),
-        consumer=SimpleNamespace(subscription=lambda: {"p.plans", "p.worker-owners-changelog"}),
+        consumer=SimpleNamespace(
+            assignment=lambda: {TP("p.plans", 0), TP("p.worker-owners-changelog", 0), TP("p.plans", 1)}
+        ),
     )
 
 
@@ -97,7 +99,20 @@ def test_a_recovery_that_moves_is_waited_for_and_one_that_stalls_is_not() -> Non
     assert reasons == []
     readiness.check(start + 4 * 5 + 6)  # no progress for 6 s
     assert len(reasons) == 1 and "table recovery not complete" in reasons[0]
-    assert "p.worker-owners-changelog" in reasons[0]
+    assert reasons[0].endswith("; assigned partitions of p.plans, p.worker-owners-changelog")
+
+
+def test_the_reason_names_the_topics_from_the_real_consumer() -> None:
+    """The reason asks faust's own consumer (a fake that answered what faust's does not hid a
+    crash: the watchdog died when it gave up on an assigned worker, which then never exited)."""
+    from streams.app import GuardianApp
+    from streams.faust_seam import assigned_topics
+
+    app = GuardianApp("ready-topics", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    try:
+        assert assigned_topics(app.consumer) == []  # not started: no assignment yet
+    finally:
+        app.consumer._thread.thread_loop.close()  # type: ignore[attr-defined]
 
 
 def test_ready_again_after_a_rebalance() -> None:
