@@ -825,29 +825,10 @@ class Gate:
                 learned.add(v)
             elif not check.facts[k].allows(v) or (type(v) is int and not INT64_MIN <= v <= INT64_MAX):
                 return None
-        # _observation(...), inlined: once per valid observation
-        m = _object_new(Observation)
-        _set_dict(
-            m,
-            {
-                "event_id": event_id,
-                "device_id": device_id,
-                "type": ctype,
-                "source": source,
-                "observed_at_ms": observed_at_ms,
-                "freshness_ms": freshness_ms,
-                "ttl_ms": ttl,
-                "confidence": conf,
-                "privacy_class": "semantic_only",
-                "requires_cloud_decision": rcd,
-                "correlation": correlation,
-                "facts": facts,
-            },
-        )
-        _set_fields_set(m, set(obj))
-        _set_extra(m, None)
-        _set_private(m, None)
-        return m
+        return _observation(
+            obj, event_id, device_id, ctype, source, observed_at_ms, freshness_ms, ttl, conf, rcd,
+            correlation, facts,
+        )  # fmt: skip
 
     def _checked_observation(self, obj: dict[str, Any], key: Any) -> Observation:
         """§4.3 steps 2–4 in order, finding the reason and the paths of a rejection."""
