@@ -97,6 +97,10 @@ SWEEP_MAX_SCAN = 100_000
 #: pipeline's records and the event loop's other work in between (a partition's whole scan at once
 #: stopped the stream for up to a quarter of a second per partition, docs/PERFORMANCE.md)
 SWEEP_SLICE_SCAN = 500
+#: device-table keys the rescan after an assignment goes through per slice, with the event loop's
+#: turns between slices (a whole rescan decoded every device entry at once: 0.5-2.7 s of stall per
+#: assignment at 10,000 devices)
+RESCAN_SLICE = 100
 #: how long a worker giving up partitions waits for its flushed batches to be delivered before it
 #: stops instead (their next owner must not rebuild the tables from half of a batch)
 SETTLE_TIMEOUT_S = 30.0
@@ -315,6 +319,12 @@ class PipelineShell:
     sweep_cursor: dict[int, bytes] = field(default_factory=dict)
     #: partition -> its sweep under way, gone through a slice at a time (``continue_sweep``)
     sweeping: dict[int, Sweep] = field(default_factory=dict)
+    #: the rescan after an assignment under way: partition -> the key it goes on from (None: the
+    #: partition's first), gone through a slice at a time (:meth:`continue_rescan`)
+    rescanning: dict[int, bytes | None] = field(default_factory=dict)
+    #: devices whose records were processed since the rescan began: what they left in
+    #: ``pending_confirm`` is newer than the store's entry the rescan may still read
+    rescan_touched: set[str] = field(default_factory=set)
     #: partition -> wall-clock seconds (monotonic) of the last record processed
     last_activity: dict[int, float] = field(default_factory=dict)
     #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
@@ -514,6 +524,8 @@ class PipelineShell:
         self.store.clear_cache()
         self.merger.drain()
         self.sweeping.clear()
+        self.rescanning.clear()
+        self.rescan_touched.clear()
         self.claimed.clear()
         self.drop_unflushed()
         self.next_offset.clear()
@@ -582,6 +594,8 @@ class PipelineShell:
         device_id = done.device_id
         if device_id is None:
             return
+        if self.rescanning:
+            self.rescan_touched.add(device_id)
         if done.next_due_ms is None:
             self.pending_confirm.pop(device_id, None)
         else:
@@ -723,15 +737,32 @@ class PipelineShell:
             job.cursor = next_cursor
         return len(expired)
 
-    def rescan(self) -> int:
-        """After table recovery: find the devices of this worker's partitions whose state holds a
-        pending debounce change, to confirm when due. (Triggers still waiting for an asynchronous
-        decision are submitted again by ``streams.lanes`` on the same recovery.)"""
-        found = 0
-        for partition, device_id, due in self.store.due_devices():
-            self.pending_confirm[device_id] = (partition, due)
-            found += 1
-        return found
+    def rescan(self) -> None:
+        """After table recovery: begin looking through the devices of this worker's partitions for
+        a pending debounce change or a precondition deadline, to confirm when due; the slices are
+        :meth:`continue_rescan`'s. (Triggers still waiting for an asynchronous decision are
+        submitted again by ``streams.lanes`` on the same recovery.)"""
+        self.rescanning = dict.fromkeys(self.store.device_partitions())
+        self.rescan_touched.clear()
+
+    def continue_rescan(self) -> int:
+        """The rescan's next slice (``RESCAN_SLICE`` keys); how many due devices it found. A device
+        whose record was processed since the rescan began keeps what that record left (its entry
+        in the store may be older: not landed yet, or read before the record)."""
+        if not self.rescanning:
+            return 0
+        partition, cursor = next(iter(self.rescanning.items()))
+        found, next_cursor = self.store.due_devices_in(partition, cursor, RESCAN_SLICE)
+        for device_id, due in found:
+            if device_id not in self.rescan_touched:
+                self.pending_confirm[device_id] = (partition, due)
+        if next_cursor is None:
+            del self.rescanning[partition]
+            if not self.rescanning:
+                self.rescan_touched.clear()
+        else:
+            self.rescanning[partition] = next_cursor
+        return len(found)
 
     def due_confirmations(self, wall_ms: int, idle_s: float = 1.0) -> list[tuple[str, int, int]]:
         """Devices whose pending debounce change is due: (device, partition, now_ms to confirm at).
@@ -942,6 +973,9 @@ class QuietDevices:
         ):
             self.scanned = True
             shell.rescan()
+        while shell.rescanning:  # a slice at a time, the event loop's turns between
+            shell.continue_rescan()
+            await asyncio.sleep(0)
         for device_id, partition, now_ms in shell.due_confirmations(int(time.time() * 1000)):
             shell.send_control(
                 partition, device_id, {"op": "confirm", "device_id": device_id, "now_ms": now_ms}

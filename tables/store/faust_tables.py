@@ -351,23 +351,39 @@ class FaustStore:
                 if exp is not None and exp.pending:
                     yield int(partition), exp
 
-    def due_devices(self) -> Iterator[tuple[int, str, int]]:
-        """(partition, device_id, due ms) of every local device with something falling due (a
-        pending debounce change, a precondition deadline): the timer's work after recovery. An
-        unreadable entry is logged and skipped."""
-        for partition, db in list(self.tables.access.dbs(self.tables.devices).items()):
-            for key, raw in db.items():
-                if not is_entry_key(bytes(key)):
-                    continue  # a plan, or faust's own bookkeeping (persisted offsets)
-                try:
-                    device_id = bytes(key).decode()
-                    entry = DeviceEntry.from_json(bytes(raw))
-                except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-                    log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
-                    continue
-                due = entry.device.next_due_ms() if entry.device is not None else None
-                if due is not None:
-                    yield int(partition), device_id, due
+    def device_partitions(self) -> list[int]:
+        """The partitions whose device databases this worker holds, in order."""
+        return sorted(int(p) for p in self.tables.access.dbs(self.tables.devices))
+
+    def due_devices_in(
+        self, partition: int, from_key: bytes | None, max_scan: int
+    ) -> tuple[list[tuple[str, int]], bytes | None]:
+        """A slice of the local devices with something falling due (a pending debounce change, a
+        precondition deadline), the timer's work after recovery: ``(device_id, due ms)`` among at
+        most ``max_scan`` keys of ``partition`` from ``from_key`` on (None: its first), and the key
+        to go on from (None: through to the end). A fresh iterator per slice: none is kept across
+        the event loop's turns (a rebalance may close the store meanwhile). An unreadable entry is
+        logged and skipped."""
+        db = self.tables.access.db(self.tables.devices, partition)
+        items = db.items(from_key=from_key) if from_key is not None else db.items()
+        found: list[tuple[str, int]] = []
+        scanned = 0
+        for key, raw in items:
+            if scanned >= max_scan:
+                return found, bytes(key)
+            scanned += 1
+            if not is_entry_key(bytes(key)):
+                continue  # a plan, or faust's own bookkeeping (persisted offsets)
+            try:
+                device_id = bytes(key).decode()
+                entry = DeviceEntry.from_json(bytes(raw))
+            except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                log.error("guardian: unreadable device entry %r in partition %s: %r", key, partition, exc)
+                continue
+            due = entry.device.next_due_ms() if entry.device is not None else None
+            if due is not None:
+                found.append((device_id, due))
+        return found, None
 
     def get_seen(self, device_id: str, event_id: str, partition: int | None = None) -> tuple[int, str] | None:
         raw = self._read("seen", f"{device_id}{SEP}{event_id}".encode(), partition)

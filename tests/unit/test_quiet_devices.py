@@ -16,10 +16,10 @@ class Shell:
         self.store: dict[str, int] = {}  # device -> when its pending change is due
         self.tracked: dict[str, int] = {}
         self.sent: list[str] = []
+        self.rescanning: dict[int, bytes | None] = {}  # this fake's rescan is done at once
 
-    def rescan(self) -> int:
+    def rescan(self) -> None:
         self.tracked.update(self.store)
-        return len(self.store)
 
     def due_confirmations(self, wall_ms: int) -> list[tuple[str, int, int]]:
         due = [(device, 0, wall_ms) for device, at in self.tracked.items() if at <= wall_ms]

@@ -485,3 +485,37 @@ def test_flushing_behind_does_not_wait_for_the_producer_and_keeps_the_batches_or
         [(b"k", b"v2")],
     ]
     assert tables["seen"].data.persisted == {("app-seen-changelog", 0): 2}
+
+
+def test_the_rescan_goes_through_a_partitions_devices_a_bounded_slice_at_a_time(tables: Any) -> None:
+    """After an assignment the confirm timer looks for devices with something falling due; it goes
+    through the device table a slice at a time (the event loop has its turns between), and the
+    slices together find exactly the due devices, each once, skipping plans and faust's keys."""
+    store = store_over(tables)
+    rec = store.at(3)
+    due = {}
+    for i in range(25):
+        device_id = f"dev-{i:02d}"
+        at = 1_785_400_000_000 + i if i % 3 == 0 else None
+        rec.put_device(DeviceState(device_id=device_id, precondition_due_ms=at))
+        if at is not None:
+            due[device_id] = at
+        if i % 5 == 0:
+            rec.put_experience(experience(device_id, f"exp-{i}"))  # a plan key among the entries
+        rec.commit(device_id, Coords("observations", 3, i), [])
+    run(store.writes.flush(RecordingProducer()))
+    tables["devices"].data._db_for_partition(3)[b"__faust\x00offset__"] = b"24"
+    assert store.device_partitions() == [3]
+
+    found: list[tuple[str, int]] = []
+    cursor: bytes | None = None
+    slices = 0
+    while True:
+        part, cursor = store.due_devices_in(3, cursor, 4)
+        assert len(part) <= 4
+        found += part
+        slices += 1
+        if cursor is None:
+            break
+    assert sorted(found) == sorted(due.items())
+    assert slices > 25 // 4  # 25 entries, 5 plans and one offset key: at least eight slices
