@@ -493,7 +493,13 @@ class RecoveryWatch:
     A recovery overtaken by another rebalance ("Recovery rebalancing again") sends the signal too,
     once the new generation is already set: it is taken only while faust's recovery still runs for
     the consumer's generation (``Recovery._generation_id``) and no new recovery waits to start
-    (``Recovery.signal_recovery_start``); the new assignment's recovery then sends its own."""
+    (``Recovery.signal_recovery_start``); the new assignment's recovery then sends its own.
+
+    No guess stands in for a missed signal (say, a faust that no longer sends it; the unit tests
+    drive faust's own completion, ``tests/unit/test_recovery_per_assignment``): the worker would
+    then not stay unready for ever, as its readiness watchdog, seeing no recovery progress, stops
+    it with exit 5 after ``GUARDIAN_READY_TIMEOUT_S``, and the new process recovers its first
+    assignment."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
