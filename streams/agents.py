@@ -949,28 +949,19 @@ class QuietDevices:
     """The ``guardian.confirm`` timer: after table recovery it rescans the local devices once (per
     assignment), then asks, through ``control``, to confirm the devices whose pending change is due."""
 
-    def __init__(self, app: Any, shell: PipelineShell) -> None:
-        self.app = app
+    def __init__(self, shell: PipelineShell, recovery: faust_seam.RecoveryWatch) -> None:
         self.shell = shell
+        #: whether the tables are recovered for the current assignment (faust's own ``completed``
+        #: stays set from the first assignment on: a rescan right after a later one read the store
+        #: before the partitions taken over were in it, and their devices' pending changes and
+        #: precondition deadlines were never confirmed)
+        self.recovery = recovery
         #: the local devices were rescanned since the last rebalance
         self.scanned = False
-        #: the consumer generation (assignment) whose tables faust last finished recovering
-        #: (faust's own ``completed`` stays set from the first assignment on: a rescan right after
-        #: a later one read the store before the partitions taken over were in it, and their
-        #: devices' pending changes and precondition deadlines were never confirmed)
-        self.recovered_generation: int | None = None
-
-    def recovered(self, *_: Any, **__: Any) -> None:
-        """faust's ``on_rebalance_complete``: the current assignment's tables are recovered."""
-        self.recovered_generation = self.app.consumer_generation_id
 
     async def confirm(self) -> None:
         shell = self.shell
-        if (
-            not self.scanned
-            and self.recovered_generation == self.app.consumer_generation_id
-            and faust_seam.recovery_completed(self.app)
-        ):
+        if not self.scanned and self.recovery.completed():
             self.scanned = True
             shell.rescan()
         while shell.rescanning:  # a slice at a time, the event loop's turns between
@@ -1024,9 +1015,10 @@ class YoungOnlyCollector:
         self.installed = False
 
 
-def register_agents(app: Any, shell: PipelineShell) -> list[str]:
+def register_agents(app: Any, shell: PipelineShell, recovery: faust_seam.RecoveryWatch) -> list[str]:
     """Declare the pipeline (fed by faust's conductor, see ``streams.faust_seam``) and its timers on
-    ``app``; returns the names of what is registered."""
+    ``app`` (``recovery``: whether its tables are recovered for the current assignment); returns the
+    names of what is registered."""
     names = shell.names
     inputs = app.topic(
         names.plans,
@@ -1044,7 +1036,7 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
     app.topics.route(set(inputs.topics), shell.receive)
 
     pipeline = PipelineTask(app, shell)
-    quiet = QuietDevices(app, shell)
+    quiet = QuietDevices(shell, recovery)
     app.task(pipeline.loop)
     app.timer(MERGE_TICK_S, name="guardian.merge")(pipeline.release_held)
     app.timer(0.2, name="guardian.positions")(shell.learn_positions)
@@ -1066,7 +1058,6 @@ def register_agents(app: Any, shell: PipelineShell) -> list[str]:
 
     app.on_partitions_revoked.connect(on_revoked)
     app.on_partitions_assigned.connect(on_rebalance)
-    app.on_rebalance_complete.connect(quiet.recovered)
 
     async def on_stop(*_: Any, **__: Any) -> None:
         # sent once faust's consumer has left the group, before its producer stops

@@ -32,8 +32,10 @@ What is used, and why:
   through (faust flushes it before every offset commit).
 - ``consumer._committed_offset``: the committed offsets, to prune a device's output log.
 - ``app.producer.buffer.max_messages``: the depth of faust's producer buffer.
-- ``app.tables.recovery`` (``completed``, ``active_highwaters``/``active_offsets``): readiness
-  and recovery progress.
+- ``app.tables.recovery`` (``completed``, ``active_highwaters``/``active_offsets``,
+  ``_generation_id``, ``signal_recovery_start``) and ``app.consumer_generation_id``: whether the
+  tables are recovered for the current assignment (:class:`RecoveryWatch`; readiness, the recovery
+  metrics and the quiet devices' rescan), and recovery progress.
 - ``faust.utils.terminal.spinners.SpinnerHandler``: the terminal spinner's log handler, whose
   DEBUG level is undone (``restore_log_level``).
 
@@ -468,28 +470,98 @@ def set_producer_buffer(app: Any, max_messages: int) -> None:
 
 @dataclass(frozen=True)
 class Recovery:
-    """Where faust's table recovery stands."""
+    """Where table recovery stands for the current assignment (:class:`RecoveryWatch`)."""
 
-    #: recovery done (for the first assignment: faust never clears it afterwards; a later
-    #: assignment's recovery shows in ``remaining``)
+    #: the tables are recovered for the current assignment
     completed: bool
     #: changelog records still to read, per table changelog topic-partition being recovered
     remaining: dict[tuple[str, int], int]
 
 
-def recovery(app: Any) -> Recovery:
-    rec = _attr(app.tables, "recovery", "faust.tables.manager.TableManager")
-    completed = _attr(rec, "completed", "faust.tables.recovery.Recovery").is_set()
-    highwaters = _attr(rec, "active_highwaters", "faust.tables.recovery.Recovery")
-    offsets = _attr(rec, "active_offsets", "faust.tables.recovery.Recovery")
-    remaining: dict[tuple[str, int], int] = {}
-    for tp, high in list(highwaters.items()):
-        if high is None or high < 0:
-            continue
-        done = offsets.get(tp)
-        left = high - (done if done is not None and done >= 0 else -1)
-        remaining[(str(tp.topic), int(tp.partition))] = max(0, int(left))
-    return Recovery(completed=bool(completed), remaining=remaining)
+class RecoveryWatch:
+    """Are the tables recovered for the consumer group's current assignment? One per App.
+
+    faust's own ``Recovery.completed`` is set when the first assignment's recovery ends and never
+    cleared: during a later assignment's recovery it still said done. faust sends its App's
+    ``on_rebalance_complete`` signal when an assignment's changelogs are read (``Recovery.
+    on_recovery_completed``, or ``_resume_streams`` without tables), just before it resumes the
+    streams; this watch records the consumer generation it was sent for, and the tables count as
+    recovered while that is still the consumer's generation (``app.consumer_generation_id``, which
+    faust's consumer sets when an assignment arrives), no partitions were revoked since, and faust's
+    ``completed`` is set (the first assignment: as faust says).
+
+    A recovery overtaken by another rebalance ("Recovery rebalancing again") sends the signal too,
+    once the new generation is already set: it is taken only while faust's recovery still runs for
+    the consumer's generation (``Recovery._generation_id``) and no new recovery waits to start
+    (``Recovery.signal_recovery_start``); the new assignment's recovery then sends its own.
+
+    No guess stands in for a missed signal (say, a faust that no longer sends it; the unit tests
+    drive faust's own completion, ``tests/unit/test_recovery_per_assignment``): the worker would
+    then not stay unready for ever, as its readiness watchdog, seeing no recovery progress, stops
+    it with exit 5 after ``GUARDIAN_READY_TIMEOUT_S``, and the new process recovers its first
+    assignment."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        #: the consumer generation whose recovery faust last completed (None: none since a revoke)
+        self.generation: int | None = None
+        #: partitions were revoked and no new assignment has arrived yet
+        self.moving = False
+
+    @classmethod
+    def attach(cls, app: Any) -> RecoveryWatch:
+        """A watch connected to ``app``'s rebalance signals (before the App starts)."""
+        watch = cls(app)
+        app.on_partitions_revoked.connect(watch.on_revoked)
+        app.on_partitions_assigned.connect(watch.on_assigned)
+        app.on_rebalance_complete.connect(watch.on_rebalance_complete)
+        return watch
+
+    def _faust(self) -> Any:
+        return _attr(self.app.tables, "recovery", "faust.tables.manager.TableManager")
+
+    def on_revoked(self, *_: Any, **__: Any) -> None:
+        """faust's ``on_partitions_revoked``: the assignment is gone, and its recovery with it."""
+        self.moving = True
+        self.generation = None
+
+    def on_assigned(self, *_: Any, **__: Any) -> None:
+        """faust's ``on_partitions_assigned``: the new assignment (its generation is set)."""
+        self.moving = False
+
+    def on_rebalance_complete(self, *_: Any, **__: Any) -> None:
+        """faust's ``on_rebalance_complete``: the changelogs of its recovery's generation are read."""
+        rec = self._faust()
+        current = self.app.consumer_generation_id
+        running_for = _attr(rec, "_generation_id", "faust.tables.recovery.Recovery")
+        restarting = _attr(rec, "signal_recovery_start", "faust.tables.recovery.Recovery").is_set()
+        if running_for == current and not restarting:
+            self.generation = current
+
+    def completed(self) -> bool:
+        """The tables are recovered for the current assignment."""
+        done = _attr(self._faust(), "completed", "faust.tables.recovery.Recovery").is_set()
+        return (
+            bool(done)
+            and not self.moving
+            and self.generation is not None
+            and self.generation == self.app.consumer_generation_id
+        )
+
+    def state(self) -> Recovery:
+        """:meth:`completed`, and the changelog records faust's recovery still has to read."""
+        completed = self.completed()
+        rec = self._faust()
+        highwaters = _attr(rec, "active_highwaters", "faust.tables.recovery.Recovery")
+        offsets = _attr(rec, "active_offsets", "faust.tables.recovery.Recovery")
+        remaining: dict[tuple[str, int], int] = {}
+        for tp, high in list(highwaters.items()):
+            if high is None or high < 0:
+                continue
+            done = offsets.get(tp)
+            left = high - (done if done is not None and done >= 0 else -1)
+            remaining[(str(tp.topic), int(tp.partition))] = max(0, int(left))
+        return Recovery(completed=completed, remaining=remaining)
 
 
 def assigned_topics(consumer: Any) -> list[str]:
@@ -500,13 +572,6 @@ def assigned_topics(consumer: Any) -> list[str]:
     except ConsumerNotStarted:
         return []
     return sorted({str(tp.topic) for tp in assignment})
-
-
-def recovery_completed(app: Any) -> bool:
-    """Has faust's table recovery finished (once: faust never clears it after the first
-    assignment; what a later assignment's recovery has done, its ``on_rebalance_complete`` says)?"""
-    rec = _attr(app.tables, "recovery", "faust.tables.manager.TableManager")
-    return bool(_attr(rec, "completed", "faust.tables.recovery.Recovery").is_set())
 
 
 def producer_started(app: Any) -> bool:
@@ -580,8 +645,16 @@ def check(app: Any, tables: list[Any]) -> None:
         raise _missing("faust.transport.consumer.Consumer as the App's consumer")
     _attr(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
     rec = app.tables.recovery
-    for name in ("completed", "active_highwaters", "active_offsets"):
+    for name in (
+        "completed",
+        "active_highwaters",
+        "active_offsets",
+        "_generation_id",
+        "signal_recovery_start",
+    ):
         _attr(rec, name, "faust.tables.recovery.Recovery")
+    for name in ("consumer_generation_id", "on_rebalance_complete"):
+        _attr(app, name, "faust.App")
     if not isinstance(rec, FaustRecovery):
         raise _missing("faust.tables.recovery.Recovery as the table manager's recovery")
     stores = RocksStores()

@@ -1,8 +1,9 @@
 """Is the worker alive, is it ready, and what does it count: ``/healthz``, ``/ready``, ``/metrics``.
 
-A worker is *ready* when it has a partition assignment, faust's table recovery for that assignment
-is complete, the experience claims log is read to the end it had at start and no plan's claim is
-late (``streams.claims``), the stream flows (faust suspends it during a rebalance), the producer runs
+A worker is *ready* when it has a partition assignment, its tables are recovered for that
+assignment (``streams.faust_seam.RecoveryWatch``: faust's own flag stays set after the first one),
+the experience claims log is read to the end it had at start and no plan's claim is late
+(``streams.claims``), the stream flows (faust suspends it during a rebalance), the producer runs
 and no input partition it holds is left unread (:class:`InputWatch`).
 :class:`Readiness` also watches start-up and every rebalance: a worker not ready within
 ``GUARDIAN_READY_TIMEOUT_S`` while its recovery makes no progress says in one log line what is
@@ -115,6 +116,8 @@ class Readiness:
     timeout_s: float
     #: called with the reason when the worker was not ready in time (stops the worker)
     on_timeout: Callable[[str], Any]
+    #: whether the tables are recovered for the current assignment
+    recovery: faust_seam.RecoveryWatch
     assigned: bool = False
     #: monotonic time since which the worker has been waiting to be ready (None: ready)
     waiting_since: float | None = field(default_factory=time.monotonic)
@@ -153,7 +156,7 @@ class Readiness:
         if not self.assigned:
             lacking.append("no partition assignment from the consumer group yet")
         else:
-            rec = faust_seam.recovery(app)
+            rec = self.recovery.state()
             if not rec.completed:
                 left = sum(rec.remaining.values())
                 lacking.append(f"table recovery not complete ({left} changelog records to read)")
@@ -177,7 +180,7 @@ class Readiness:
             return lacking
         if self.waiting_since is None:
             self._wait()
-        remaining = sum(faust_seam.recovery(self.app).remaining.values()) if self.assigned else None
+        remaining = sum(self.recovery.state().remaining.values()) if self.assigned else None
         if remaining is not None and remaining != self.last_remaining:
             self.last_remaining = remaining
             self.last_progress = now
@@ -212,7 +215,7 @@ def register(app: Any, readiness: Readiness, metrics: GuardianMetrics, lag_sourc
     itself is :func:`watchdog`, started by the worker)."""
 
     def recovery() -> tuple[dict[tuple[str, int], int], bool]:
-        rec = faust_seam.recovery(app)
+        rec = readiness.recovery.state()
         return rec.remaining, rec.completed
 
     metrics.add_live(LiveCollector(lag_source, recovery))

@@ -107,9 +107,13 @@ def build_worker_app(
         if isinstance(lanes.backend, GeminiBackend):
             lanes.backend.on_call = metrics.model_call
             lanes.backend.on_fallback = metrics.model_fallback
-    register_agents(app, shell)
+    recovery = faust_seam.RecoveryWatch.attach(app)
+    register_agents(app, shell, recovery)
     readiness = health.Readiness(
-        app, settings.ready_timeout_s, on_not_ready if on_not_ready is not None else (lambda _r: None)
+        app,
+        settings.ready_timeout_s,
+        on_not_ready if on_not_ready is not None else (lambda _r: None),
+        recovery,
     )
     app.on_partitions_assigned.connect(lambda *_a, **_k: readiness.on_assigned())
     app.on_partitions_revoked.connect(lambda *_a, **_k: readiness.on_revoked())

@@ -294,6 +294,31 @@ def worker_state(worker: WorkerProcess) -> str:
     return "\n".join(lines) + "\n" + worker.log_tail(10)
 
 
+def ready_again(worker: WorkerProcess, timeout_s: float = 60.0) -> None:
+    """The worker answers ``/ready`` 200 again, and says its tables are recovered for the partitions
+    it holds now (``guardian_table_recovery_completed`` 1). A worker not ready within its
+    ``GUARDIAN_READY_TIMEOUT_S`` (60 s) exits 5 instead."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert worker.alive(), worker_state(worker)
+        try:
+            with urllib.request.urlopen(worker.base_url + "/ready", timeout=5) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:  # 503 while not ready
+            pass
+        assert time.monotonic() < deadline, f"{worker.worker_id} not ready again\n{worker_state(worker)}"
+        time.sleep(1)
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(worker.base_url + "/metrics", timeout=5) as answer:
+        families = text_string_to_metric_families(answer.read().decode())
+    (completed,) = [f.samples[0].value for f in families if f.name == "guardian_table_recovery_completed"]
+    assert completed == 1, worker_state(worker)
+
+
 def test_two_workers_split_partitions_then_one_leaves(
     kafka_bootstrap: str,
     topic_prefix: str,
@@ -349,6 +374,7 @@ def test_two_workers_split_partitions_then_one_leaves(
             lag_returns_to_zero(kafka_bootstrap, topic_prefix, kafka_partitions)
         except (TimeoutError, AssertionError) as exc:
             raise AssertionError(f"{exc}\n{worker_state(w1)}") from exc
+        ready_again(w1)  # the partitions it took over recovered, as /ready and the metric say
     finally:
         w2.stop()
         w1.stop()

@@ -45,8 +45,11 @@ def fake_app(*, completed: bool, remaining: int = 0, producer: bool = True, flow
         completed=FakeEvent(completed),
         active_highwaters={tp: 99},
         active_offsets={tp: 99 - remaining},
+        _generation_id=1,
+        signal_recovery_start=FakeEvent(False),
     )
     return SimpleNamespace(
+        consumer_generation_id=1,
         tables=SimpleNamespace(recovery=recovery),
         producer=SimpleNamespace(_producer=SimpleNamespace(_closed=False) if producer else None),
         flow_control=SimpleNamespace(is_active=lambda: flowing),
@@ -56,9 +59,18 @@ def fake_app(*, completed: bool, remaining: int = 0, producer: bool = True, flow
     )
 
 
+def readiness_over(app: Any, timeout_s: float, on_timeout: Any) -> Readiness:
+    """Readiness of a fake app whose generation's recovery has ended if faust says so (the real
+    objects: ``test_recovery_per_assignment``)."""
+    watch = faust_seam.RecoveryWatch(app)
+    if app.tables.recovery.completed.is_set():
+        watch.on_rebalance_complete()
+    return Readiness(app, timeout_s, on_timeout, watch)
+
+
 def test_readiness_names_what_is_missing() -> None:
     app = fake_app(completed=False, remaining=5, producer=False)
-    readiness = Readiness(app, 60.0, lambda reason: None)
+    readiness = readiness_over(app, 60.0, lambda reason: None)
     assert readiness.missing() == [
         "no partition assignment from the consumer group yet",
         "the Kafka producer is not running",
@@ -66,6 +78,7 @@ def test_readiness_names_what_is_missing() -> None:
     readiness.on_assigned()
     assert readiness.missing()[0] == "table recovery not complete (5 changelog records to read)"
     app.tables.recovery.completed.value = True
+    readiness.recovery.on_rebalance_complete()
     app.producer._producer = SimpleNamespace(_closed=False)
     app.flow_control.is_active = lambda: False
     assert readiness.missing() == ["the stream is suspended (a rebalance is in progress)"]
@@ -75,7 +88,7 @@ def test_readiness_names_what_is_missing() -> None:
 
 def test_a_worker_never_assigned_gives_up_with_one_reason() -> None:
     reasons: list[str] = []
-    readiness = Readiness(fake_app(completed=False), 5.0, reasons.append)
+    readiness = readiness_over(fake_app(completed=False), 5.0, reasons.append)
     start = time.monotonic()
     readiness.check(start + 1)
     assert reasons == []
@@ -89,7 +102,7 @@ def test_a_worker_never_assigned_gives_up_with_one_reason() -> None:
 def test_a_recovery_that_moves_is_waited_for_and_one_that_stalls_is_not() -> None:
     reasons: list[str] = []
     app = fake_app(completed=False, remaining=50)
-    readiness = Readiness(app, 5.0, reasons.append)
+    readiness = readiness_over(app, 5.0, reasons.append)
     readiness.on_assigned()
     start = time.monotonic()
     tp = next(iter(app.tables.recovery.active_offsets))
@@ -118,7 +131,7 @@ def test_the_reason_names_the_topics_from_the_real_consumer() -> None:
 def test_ready_again_after_a_rebalance() -> None:
     reasons: list[str] = []
     app = fake_app(completed=True)
-    readiness = Readiness(app, 5.0, reasons.append)
+    readiness = readiness_over(app, 5.0, reasons.append)
     readiness.on_assigned()
     assert readiness.check(time.monotonic()) == []
     readiness.on_revoked()
@@ -154,7 +167,7 @@ def test_a_ready_worker_that_stops_reading_a_partition_is_not_ready_then_gives_u
     worker says which partition and where its fetch stands, then stops like any worker not ready."""
     reasons: list[str] = []
     inputs = Inputs()
-    readiness = Readiness(fake_app(completed=True), 60.0, reasons.append)
+    readiness = readiness_over(fake_app(completed=True), 60.0, reasons.append)
     readiness.inputs = inputs.watch()
     readiness.on_assigned()
     start = time.monotonic()
@@ -228,7 +241,8 @@ def test_a_missing_private_attribute_names_the_versions_and_the_attribute() -> N
     assert "faust.stores.rocksdb.Store._dbs" in text
     assert "faust-streaming 0.15.3" in text and "aiokafka 0.14.0" in text
     with pytest.raises(faust_seam.SeamError, match=r"Recovery\.completed"):
-        faust_seam.recovery(SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace())))
+        app = SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace()), consumer_generation_id=1)
+        faust_seam.RecoveryWatch(app).state()
 
 
 def test_the_seam_check_passes_on_the_pinned_versions(tmp_path: Path) -> None:
