@@ -159,6 +159,18 @@ def is_entry_key(key: bytes) -> bool:
     return not key.startswith(PLAN_PREFIX) and not key.startswith(b"__faust")
 
 
+def devices_changelog_rank(key: bytes, value: object) -> int:
+    """Where a write of the ``devices`` table goes in its changelog partition's records: a plan
+    first, then the device entries (which name their plan), then the plans deleted (no entry names
+    them any more). A worker killed while a flush's changelog records are on their way leaves a
+    prefix of them: with this order every entry in it finds its plan (a device whose earlier record
+    in the batch put its entry first once left an entry without its plan, and the worker recovering
+    the table could not read that device's state)."""
+    if not key.startswith(PLAN_PREFIX):
+        return 1
+    return 2 if value is None else 0
+
+
 @dataclass
 class DeviceEntry:
     """One device's whole state: written as ONE table value, so it lands atomically.
@@ -245,6 +257,9 @@ class FaustStore:
     #: experience -> owner device, as found in the owner index (an owner never changes: the first
     #: writer wins and is never overwritten); cleared with the cache
     owners_known: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.writes.order["devices"] = devices_changelog_rank
 
     def clear_cache(self) -> None:
         self.cache.clear()

@@ -75,6 +75,12 @@ class PendingWrites:
         self._handing: list[asyncio.Task[list[asyncio.Future[Any]]]] = []
         #: one future per batch landed and not delivered yet (done once Kafka has all of it)
         self._delivering: set[asyncio.Future[None]] = set()
+        #: table -> the rank of a write in its changelog (lower first; equal ranks keep the order
+        #: of the keys' first writes): a partition's changelog records go out in several producer
+        #: batches when they do not fit one, and a worker killed between two of them leaves the
+        #: changelog with only the first ones, so a value must never go out before what it refers
+        #: to (``FaustStore`` sets it for its devices table: plans before entries)
+        self.order: dict[str, Callable[[bytes, Pending], int]] = {}
 
     def __len__(self) -> int:
         return sum(len(kv) for kv in self._puts.values()) + len(self._outs)
@@ -134,7 +140,9 @@ class PendingWrites:
         for (table, partition), kv in puts.items():
             batch = WriteBatch(raw_mode=True)
             items: list[tuple[bytes | None, bytes | None]] = []
-            for key, pending in kv.items():
+            rank = self.order.get(table)
+            writes = kv.items() if rank is None else sorted(kv.items(), key=lambda kw: rank(*kw))
+            for key, pending in writes:
                 value = encoded(pending)
                 if value is None:
                     batch.delete(key)

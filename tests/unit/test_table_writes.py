@@ -519,3 +519,44 @@ def test_the_rescan_goes_through_a_partitions_devices_a_bounded_slice_at_a_time(
             break
     assert sorted(found) == sorted(due.items())
     assert slices > 25 // 4  # 25 entries, 5 plans and one offset key: at least eight slices
+
+
+def test_every_prefix_of_a_flushs_devices_changelog_finds_each_entrys_plan(tables: Any) -> None:
+    """A partition's changelog records go out in several producer batches when they do not fit one;
+    a worker killed between two leaves only the first ones, and the worker recovering the table
+    from them must be able to read every device there. A device whose earlier record of the batch
+    wrote its entry first, then starts an experience (its plan), then another (the old plan
+    deleted): whatever prefix of the records arrived, each entry's plan is in it."""
+    store = store_over(tables)
+    rec = store.at(2)
+    rec.put_device(DeviceState(device_id="dev-1"))
+    rec.commit("dev-1", Coords("observations", 2, 0), [])  # its entry is the batch's first key
+    rec.put_device(DeviceState(device_id="dev-2"))
+    rec.put_experience(experience("dev-2", "exp-old"))
+    rec.commit("dev-2", Coords("plans", 2, 0), [])
+    first = RecordingProducer()
+    run(store.writes.flush(first))  # exp-old is stored, and dev-2's entry naming it
+    before: dict[bytes, bytes] = {}
+    for topic, _, records in first.batches:
+        if topic == "app-devices-changelog":
+            before.update((k, v) for k, v in records if v is not None)
+    rec.commit("dev-1", Coords("observations", 2, 1), [])
+    rec.put_experience(experience("dev-1", "exp-a"))
+    rec.commit("dev-1", Coords("plans", 2, 1), [])
+    rec.put_experience(experience("dev-2", "exp-new"))  # replaces exp-old's plan
+    rec.commit("dev-2", Coords("plans", 2, 2), [])
+    producer = RecordingProducer(capacity=1)  # one record per producer batch
+    run(store.writes.flush(producer))
+    sent = [records[0] for topic, _, records in producer.batches if topic == "app-devices-changelog"]
+    assert len(sent) == 5  # two plans, two entries, one plan deleted
+
+    for n in range(len(sent) + 1):
+        state = dict(before)
+        for key, value in sent[:n]:
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+        for key, value in state.items():
+            if is_entry_key(key):
+                DeviceEntry.from_json(value, lambda exp_id, s=state: s.get(plan_key(exp_id)))
