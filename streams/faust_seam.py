@@ -143,22 +143,63 @@ def run_eagerly(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
 
 #: how long the broker may hold a fetch of a worker's inputs that finds nothing new (faust fixes 1.5 s)
 FETCH_MAX_WAIT_MS = 100
+#: while records flow (the last fetch brought some), a fetch asks the broker to gather this much
+#: before it answers (faust: any byte) ...
+FETCH_GATHER_BYTES = 64 * 1024
+#: ... or to answer after this long
+FETCH_GATHER_MS = 10
 
 
 class ShortFetchConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """faust's consumer thread, its aiokafka consumer asking the broker to hold a fetch that finds
-    nothing new at most ``FETCH_MAX_WAIT_MS`` instead of faust's fixed 1.5 s. aiokafka leaves a
-    partition whose fetched records are not yet handed over out of the next fetch request, and
-    sends one request at a time to a broker: a request sent while every busy partition was still
-    being handed over asked only for quiet ones (plans, control at a steady load of observations),
-    the broker held it the whole wait, and the next observations waited behind it (trigger to
-    dispatch up to 1.6 s in ``guardian bench``'s slowest probes, all of it in the fetch stage)."""
+    nothing new at most ``FETCH_MAX_WAIT_MS`` instead of faust's fixed 1.5 s, and gathering its
+    fetches while records flow (:func:`gather_while_flowing`).
+
+    The wait: aiokafka leaves a partition whose fetched records are not yet handed over out of the
+    next fetch request, and sends one request at a time to a broker: a request sent while every busy
+    partition was still being handed over asked only for quiet ones (plans, control at a steady load
+    of observations), the broker held it the whole wait, and the next observations waited behind it
+    (trigger to dispatch up to 1.6 s in ``guardian bench``'s slowest probes, all of it in the fetch
+    stage)."""
 
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         _attr(consumer, "_fetch_max_wait_ms", "aiokafka.AIOKafkaConsumer")
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+        start = consumer.start
+
+        async def start_gathering() -> None:
+            await start()
+            gather_while_flowing(_attr(consumer, "_fetcher", "aiokafka.AIOKafkaConsumer"))
+
+        consumer.start = start_gathering
         return consumer
+
+
+def gather_while_flowing(fetcher: Any) -> None:
+    """Make each fetch request of aiokafka's ``fetcher`` by what the last one brought: after records,
+    ask the broker to gather ``FETCH_GATHER_BYTES`` or answer after ``FETCH_GATHER_MS``; after none,
+    to answer at the first byte or after ``FETCH_MAX_WAIT_MS``.
+
+    Answered at the first byte, a worker under a steady load fetched as fast as requests could go
+    round, a record or two per fetch, each fetch costing its consumer thread and the hand-off to
+    the event loop about the same whatever it carried (about a fifth of a core at a quarter of its
+    maximum load in ``guardian bench``, docs/PERFORMANCE.md); gathering always would have an idle
+    worker ask ten times as often as now. The first record after a quiet spell is answered at once
+    as before; behind a backlog the broker has the bytes at once either way."""
+    proc = _attr(fetcher, "_proc_fetch_request", "aiokafka.consumer.fetcher.Fetcher")
+    _attr(fetcher, "_fetch_min_bytes", "aiokafka.consumer.fetcher.Fetcher")
+    _attr(fetcher, "_fetch_max_wait_ms", "aiokafka.consumer.fetcher.Fetcher")
+
+    async def proc_fetch_request(*args: Any) -> Any:
+        brought = await proc(*args)  # True when records (or an error to raise) came for a partition
+        if brought:
+            fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = FETCH_GATHER_BYTES, FETCH_GATHER_MS
+        else:
+            fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = 1, FETCH_MAX_WAIT_MS
+        return brought
+
+    fetcher._proc_fetch_request = proc_fetch_request
 
 
 class EagerConsumer(faust_aiokafka.Consumer):
@@ -605,6 +646,7 @@ def check(app: Any, tables: list[Any]) -> None:
     """Verify, before the worker starts, every private attribute this module relies on.
 
     Raises :class:`SeamError` naming the installed versions and the first attribute missing."""
+    from aiokafka.consumer.fetcher import Fetcher
     from faust.stores import rocksdb as faust_rocksdb
     from faust.tables.recovery import Recovery as FaustRecovery
     from faust.transport import consumer as faust_consumer
@@ -623,6 +665,7 @@ def check(app: Any, tables: list[Any]) -> None:
         (faust_aiokafka.Producer, "_ensure_producer"),
         (faust_producer.ProducerBuffer, "max_messages"),
         (spinners, "SpinnerHandler"),
+        (Fetcher, "_proc_fetch_request"),
     ):
         if not hasattr(cls, name):
             raise _missing(f"{getattr(cls, '__qualname__', getattr(cls, '__name__', cls))}.{name}")

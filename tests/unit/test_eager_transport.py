@@ -115,6 +115,46 @@ def test_the_worker_consumer_lets_the_broker_hold_an_empty_fetch_briefly() -> No
     asyncio.run(main())
 
 
+def test_fetches_gather_records_only_while_records_flow() -> None:
+    """After a fetch that brought records the next asks the broker to gather a batch's worth (or
+    answer after a few milliseconds); after an empty one it asks to be answered at the first record
+    (an idle worker does not poll faster than before, and a quiet spell's first record is not held)."""
+    from aiokafka.consumer.fetcher import Fetcher
+
+    from streams.faust_seam import (
+        FETCH_GATHER_BYTES,
+        FETCH_GATHER_MS,
+        FETCH_MAX_WAIT_MS,
+        gather_while_flowing,
+    )
+
+    assert hasattr(Fetcher, "_proc_fetch_request")  # the method wrapped, on aiokafka's own class
+
+    class FakeFetcher:
+        def __init__(self, answers: list[bool]) -> None:
+            self._fetch_min_bytes = 1
+            self._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+            self.answers = answers
+            self.asked: list[tuple[int, int]] = []
+
+        async def _proc_fetch_request(self, assignment: Any, node_id: int, request: Any) -> bool:
+            self.asked.append((self._fetch_min_bytes, self._fetch_max_wait_ms))
+            return self.answers.pop(0)
+
+    fetcher = FakeFetcher([True, True, False, True])
+
+    async def main() -> None:
+        gather_while_flowing(fetcher)
+        for _ in range(4):
+            await fetcher._proc_fetch_request(None, 1, None)
+
+    asyncio.run(main())
+    idle, gather = (1, FETCH_MAX_WAIT_MS), (FETCH_GATHER_BYTES, FETCH_GATHER_MS)
+    assert fetcher.asked == [idle, gather, gather, idle]
+    assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == gather
+    assert FETCH_GATHER_BYTES > 1 and FETCH_GATHER_MS < FETCH_MAX_WAIT_MS
+
+
 class AckBook:
     """The acked-offset bookkeeping of faust's consumer (what its commit timer commits from)."""
 
