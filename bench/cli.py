@@ -15,7 +15,8 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
    worker's peak RSS (``VmHWM``) after it has handled every device is the memory figure;
 3. ``latency``: the same worker under a steady load of a quarter of the measured maximum (or
    ``--rate``); battery-low triggers on fresh experiences are timestamped when produced and matched
-   to their ``return_to_station`` dispatch by ``trigger_event_id``;
+   to their ``return_to_station`` dispatch by ``trigger_event_id``; the percentiles are over the
+   probes sent after the load's first ``warmup_s`` seconds (those before are reported apart);
 4. ``passthrough``: a raw aiokafka consume -> JSON decode -> produce loop over the same topic;
    ``faust``: the floors (:mod:`bench.faust_floor`), on the worker's App class over the same
    records: a faust agent that only acks (faust's per-message stream path), and faust's conductor
@@ -57,7 +58,7 @@ from bench import kafka_ops
 from bench.core_bench import run_core_bench
 from bench.gate_bench import run_gate_bench
 from bench.svg import write_svg
-from bench.timing import acked_rate, pct
+from bench.timing import acked_rate, pct, probe_latencies
 from bench.workload import (
     MIX,
     battery_low,
@@ -91,6 +92,9 @@ class Sizes:
     devices: int
     records: int
     latency_devices: int
+    #: the steady load's first seconds, before the measured ones (probes sent then are reported
+    #: apart: the worker's caches and the broker's JIT compiler settle meanwhile)
+    warmup_s: float
     latency_s: float
     probes_per_s: float
     perf_records: int
@@ -100,7 +104,8 @@ class Sizes:
 QUICK = Sizes(
     devices=2_000,
     records=20_000,
-    latency_devices=100,
+    latency_devices=130,
+    warmup_s=3.0,
     latency_s=10.0,
     probes_per_s=10.0,
     perf_records=200_000,
@@ -109,7 +114,8 @@ QUICK = Sizes(
 FULL = Sizes(
     devices=10_000,
     records=100_000,
-    latency_devices=600,
+    latency_devices=800,
+    warmup_s=10.0,
     latency_s=30.0,
     probes_per_s=20.0,
     perf_records=1_000_000,
@@ -178,8 +184,11 @@ class Run:
     workers: list[kafka_ops.Worker] = field(default_factory=list)
     #: sample the measured processes with py-spy (``--profile``)
     profile: bool = False
-    #: the latency part's probes: (event id -> sent, event id -> its dispatch read), wall clock
-    probe_times: tuple[dict[str, float], dict[str, float]] = field(default_factory=lambda: ({}, {}))
+    #: the latency part's measured probes (after the warm-up): event id -> when sent, when its
+    #: dispatch was read, when the bench saw Kafka acknowledge it (wall clock)
+    probe_times: tuple[dict[str, float], dict[str, float], dict[str, float]] = field(
+        default_factory=lambda: ({}, {}, {})
+    )
 
     def spawn(self, worker: kafka_ops.Worker) -> kafka_ops.Worker:
         self.workers.append(worker)
@@ -417,6 +426,14 @@ class Run:
             await probe.start()
         arrived: dict[str, float] = {}
         sent_at: dict[str, float] = {}
+        produced_at: dict[str, float] = {}
+
+        def produced(event_id: str) -> Callable[[asyncio.Future[Any]], None]:
+            def done(_: asyncio.Future[Any]) -> None:
+                produced_at[event_id] = time.time()
+
+            return done
+
         stop = asyncio.Event()
 
         async def read_dispatches() -> None:
@@ -443,11 +460,12 @@ class Run:
             )
             ts = self.measured_t0 + sizes.records
             start = time.monotonic()
+            measured_from = time.time() + sizes.warmup_s
             n_bg = n_probe = 0
             pending: list[asyncio.Future[Any]] = []
             while True:
                 elapsed = time.monotonic() - start
-                if elapsed >= sizes.latency_s:
+                if elapsed >= sizes.warmup_s + sizes.latency_s:
                     break
                 while n_bg < rate * elapsed:
                     rec = next(background)
@@ -459,9 +477,9 @@ class Run:
                     trig = battery_low(names, dev, self.lat_t0 + n_probe, 1, ts)
                     event_id = orjson.loads(trig.value)["event_id"]
                     sent_at[event_id] = time.time()
-                    pending.append(
-                        await probe.send(trig.topic, trig.value, key=trig.key, timestamp_ms=trig.ts)
-                    )
+                    fut = await probe.send(trig.topic, trig.value, key=trig.key, timestamp_ms=trig.ts)
+                    fut.add_done_callback(produced(event_id))
+                    pending.append(fut)
                     n_probe += 1
                 if len(pending) > 5000:
                     await asyncio.gather(*pending)
@@ -479,18 +497,28 @@ class Run:
             await bg.stop()
             await probe.stop()
             await consumer.stop()
-        latencies = [(arrived[e] - t) * 1000 for e, t in sent_at.items() if e in arrived]
-        self.probe_times = (sent_at, arrived)
+        split = probe_latencies(sent_at, arrived, measured_from)
+        latencies, warm = split.measured, split.warmup
+        measured = {e: t for e, t in sent_at.items() if t >= measured_from}
+        self.probe_times = (measured, arrived, produced_at)
         return {
             "background_rate_target": rate,
             "background_rate_achieved": achieved,
-            "probes": len(sent_at),
+            "probes": len(measured),
             "matched": len(latencies),
             "p50_ms": statistics.median(latencies) if latencies else None,
             "p99_ms": pct(latencies, 0.99) if latencies else None,
             "p999_ms": pct(latencies, 0.999) if latencies else None,
             "max_ms": max(latencies) if latencies else None,
             "seconds": sizes.latency_s,
+            "warmup": {
+                "seconds": sizes.warmup_s,
+                "probes": len(warm) + split.warmup_missing,
+                "matched": len(warm),
+                "p50_ms": statistics.median(warm) if warm else None,
+                "p99_ms": pct(warm, 0.99) if warm else None,
+                "max_ms": max(warm) if warm else None,
+            },
         }
 
     # -- baselines ------------------------------------------------------------------------------
@@ -725,21 +753,26 @@ def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
         if "latency" in parts and worker is not None:
             maximum = run.results["pipeline"]["records_per_s"]
             rate = float(args.rate) if getattr(args, "rate", None) else maximum / 4
-            run.say(f"latency: steady load {rate:,.0f} obs/s, {run.sizes.probes_per_s:g} probes/s")
+            run.say(
+                f"latency: steady load {rate:,.0f} obs/s, {run.sizes.probes_per_s:g} probes/s "
+                f"({run.sizes.warmup_s:g} s of warm-up, then {run.sizes.latency_s:g} s measured)"
+            )
             res = asyncio.run(run.latency(rate))
             run.results["latency"] = res
             worker.stop()  # its trace is complete once it has left
             from bench import latency_trace
 
-            sent_at, arrived = run.probe_times
-            trace = latency_trace.slowest(sent_at, arrived, run.trace_path)
+            sent_at, arrived, produced_at = run.probe_times
+            trace = latency_trace.slowest(sent_at, arrived, run.trace_path, produced_at=produced_at)
             res["trace"] = trace
             for line in latency_trace.describe(trace):
                 run.say(line)
+            warm = res["warmup"]
             run.say(
                 f"trigger->dispatch p50 {res['p50_ms']} ms, p99 {res['p99_ms']} ms, "
                 f"p99.9 {res['p999_ms']} ms "
-                f"({res['matched']}/{res['probes']} matched)"
+                f"({res['matched']}/{res['probes']} matched); during the warm-up: p50 {warm['p50_ms']} ms, "
+                f"p99 {warm['p99_ms']} ms ({warm['matched']}/{warm['probes']} matched)"
             )
     finally:
         if worker is not None:
@@ -796,6 +829,13 @@ def print_summary(results: dict[str, Any]) -> None:
             f"p99.9 {lat['p999_ms']:.1f} ms, max {lat['max_ms']:.1f} ms "
             f"({lat['matched']}/{lat['probes']} probes)"
         )
+        warm = lat.get("warmup") or {}
+        if warm.get("p99_ms") is not None:
+            print(
+                f"    (the {warm['seconds']:g} s of warm-up before: p50 {warm['p50_ms']:.1f} ms, "
+                f"p99 {warm['p99_ms']:.1f} ms, max {warm['max_ms']:.1f} ms, "
+                f"{warm['matched']}/{warm['probes']} probes)"
+            )
     for n, res in (results.get("scaleout") or {}).items():
         print(
             f"  scale-out {n} worker(s): {res['records_per_s']:,.0f} rec/s aggregate, "

@@ -4,8 +4,10 @@ The worker writes one line per dispatch (``streams.metrics.LatencyTrace``), plus
 collector pauses and event-loop stalls; the bench knows when each probe was sent and when its
 dispatch arrived. Joined, each probe's trigger -> dispatch time splits into stages:
 
-- ``fetch``: sent -> handed to the pipeline's inbox by faust's conductor (producer, broker, fetch,
-  flow control);
+- ``produce``: sent -> the bench saw Kafka acknowledge the probe (the load generator's producer
+  and event loop, the broker's append; an upper bound of when the worker could fetch it);
+- ``fetch``: -> handed to the pipeline's inbox by faust's conductor (the worker's fetch, its
+  consumer thread's hand-off, flow control);
 - ``inbox``: in the inbox until the pipeline took it (the pipeline busy with an earlier batch);
 - ``merge``: taken -> handled by the core (the timestamp merge's hold, earlier records first);
 - ``batch``: handled -> its batch's flush started (the rest of the batch processed);
@@ -22,7 +24,7 @@ from typing import Any
 
 import orjson
 
-STAGES = ("fetch", "inbox", "merge", "batch", "flush", "deliver", "read")
+STAGES = ("produce", "fetch", "inbox", "merge", "batch", "flush", "deliver", "read")
 #: event-loop stalls at least this long are counted by cause (``stall_causes``)
 LONG_STALL_S = 0.05
 #: the project's own packages (a sampled stack is named by its innermost frame in them)
@@ -47,10 +49,14 @@ def load(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     return dispatches, pauses
 
 
-def stages(sent: float, arrived: float, entry: dict[str, Any]) -> dict[str, float]:
-    """Milliseconds per stage of one probe."""
+def stages(
+    sent: float, arrived: float, entry: dict[str, Any], produced: float | None = None
+) -> dict[str, float]:
+    """Milliseconds per stage of one probe (``produced``: when the bench saw Kafka acknowledge
+    it; unknown: the ``produce`` stage is 0 and ``fetch`` starts at ``sent``)."""
     marks = [
         sent,
+        sent if produced is None else produced,
         entry["recv"],
         entry["pushed"],
         entry["handled"],
@@ -67,9 +73,11 @@ def slowest(
     arrived: dict[str, float],
     trace: Path,
     n: int = 10,
+    produced_at: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``n`` slowest probes with their stages and the pauses during them, and the stages'
-    totals over every traced probe (``share_*``: each stage's part of the summed latency)."""
+    totals over every traced probe (``share_*``: each stage's part of the summed latency);
+    ``produced_at``: when the bench saw Kafka acknowledge each probe."""
     dispatches, pauses = load(trace)
     rows: list[dict[str, Any]] = []
     for event_id, t in sent_at.items():
@@ -80,7 +88,7 @@ def slowest(
             "probe": event_id,
             "ms": round((arrived[event_id] - t) * 1000, 1),
             "batch_records": entry.get("batch"),
-            **stages(t, arrived[event_id], entry),
+            **stages(t, arrived[event_id], entry, (produced_at or {}).get(event_id)),
         }
         row["pauses"] = _during(pauses, t, arrived[event_id])
         rows.append(row)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -47,3 +48,33 @@ def acked_rate(path: Path, since: float, until: float) -> dict[str, float] | Non
         "measured_s": seconds,
         "acked_records": float(counted + marks[0][1]),
     }
+
+
+@dataclass
+class ProbeLatencies:
+    """Trigger -> dispatch latencies (ms) of the latency run's probes, split by when each was sent:
+    while the steady load warmed the worker and the broker up, or after (the measured ones)."""
+
+    warmup: list[float] = field(default_factory=list)
+    measured: list[float] = field(default_factory=list)
+    #: probes whose dispatch never arrived
+    warmup_missing: int = 0
+    measured_missing: int = 0
+
+
+def probe_latencies(
+    sent_at: dict[str, float], arrived: dict[str, float], measured_from: float
+) -> ProbeLatencies:
+    """Split the probes (event ID -> wall-clock s sent / dispatch read) at ``measured_from``."""
+    out = ProbeLatencies()
+    for event, sent in sent_at.items():
+        warm = sent < measured_from
+        got = arrived.get(event)
+        if got is None:
+            if warm:
+                out.warmup_missing += 1
+            else:
+                out.measured_missing += 1
+        else:
+            (out.warmup if warm else out.measured).append((got - sent) * 1000)
+    return out

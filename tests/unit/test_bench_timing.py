@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from bench.timing import acked_rate
+from bench.timing import acked_rate, probe_latencies
 
 
 def write(path: Path, lines: list[dict[str, object]]) -> None:
@@ -38,3 +38,12 @@ def test_a_process_that_acked_everything_at_once_cannot_be_timed(tmp_path: Path)
     write(path, [{"kind": "acked", "at": 10.0, "records": 26_658}])
     assert acked_rate(path, since=0.0, until=100.0) is None
     assert acked_rate(tmp_path / "missing.jsonl", since=0.0, until=100.0) is None
+
+
+def test_probes_sent_while_the_load_warms_up_are_kept_apart_from_the_measured_ones() -> None:
+    sent = {"a": 100.0, "b": 109.9, "c": 110.0, "d": 111.0, "e": 112.0}
+    arrived = {"a": 100.5, "b": 110.0, "c": 110.02, "d": 111.05}  # e never arrived
+    split = probe_latencies(sent, arrived, measured_from=110.0)
+    assert [round(x) for x in split.warmup] == [500, 100]
+    assert [round(x) for x in split.measured] == [20, 50]
+    assert (split.warmup_missing, split.measured_missing) == (0, 1)

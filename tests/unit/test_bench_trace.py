@@ -25,11 +25,13 @@ def test_a_slow_probe_is_split_into_its_stages_with_the_pauses_during_it(tmp_pat
     trace.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in entries) + b'{"kind": "disp')
     sent = {"obs_1": 10.000, "obs_2": 20.000, "obs_lost": 30.0}
     arrived = {"obs_1": 10.035, "obs_2": 20.320}
-    result = latency_trace.slowest(sent, arrived, trace)
+    produced = {"obs_2": 20.250}  # obs_1's acknowledgement unknown
+    result = latency_trace.slowest(sent, arrived, trace, produced_at=produced)
     assert result["traced"] == 2
     slow = result["slowest"][0]
     assert slow["probe"] == "obs_2" and slow["ms"] == 320.0
-    assert (slow["fetch"], slow["deliver"], slow["read"]) == (300.0, 6.0, 10.0)
+    assert (slow["produce"], slow["fetch"], slow["deliver"], slow["read"]) == (250.0, 50.0, 6.0, 10.0)
+    assert (result["slowest"][1]["produce"], result["slowest"][1]["fetch"]) == (0.0, 10.0)
     assert slow["pauses"] == [
         "1 gen2 GC (sum 150 ms, longest 150 ms)",
         "1 loop stall (sum 200 ms, longest 200 ms)",
