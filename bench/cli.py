@@ -499,12 +499,11 @@ class Run:
             await consumer.stop()
         split = probe_latencies(sent_at, arrived, measured_from)
         latencies, warm = split.measured, split.warmup
-        measured = {e: t for e, t in sent_at.items() if t >= measured_from}
-        self.probe_times = (measured, arrived, produced_at)
+        self.probe_times = (split.measured_sent, arrived, produced_at)
         return {
             "background_rate_target": rate,
             "background_rate_achieved": achieved,
-            "probes": len(measured),
+            "probes": len(split.measured_sent),
             "matched": len(latencies),
             "p50_ms": statistics.median(latencies) if latencies else None,
             "p99_ms": pct(latencies, 0.99) if latencies else None,

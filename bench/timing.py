@@ -57,6 +57,8 @@ class ProbeLatencies:
 
     warmup: list[float] = field(default_factory=list)
     measured: list[float] = field(default_factory=list)
+    #: the measured probes: event ID -> when sent
+    measured_sent: dict[str, float] = field(default_factory=dict)
     #: probes whose dispatch never arrived
     warmup_missing: int = 0
     measured_missing: int = 0
@@ -69,6 +71,8 @@ def probe_latencies(
     out = ProbeLatencies()
     for event, sent in sent_at.items():
         warm = sent < measured_from
+        if not warm:
+            out.measured_sent[event] = sent
         got = arrived.get(event)
         if got is None:
             if warm:

@@ -47,3 +47,4 @@ def test_probes_sent_while_the_load_warms_up_are_kept_apart_from_the_measured_on
     assert [round(x) for x in split.warmup] == [500, 100]
     assert [round(x) for x in split.measured] == [20, 50]
     assert (split.warmup_missing, split.measured_missing) == (0, 1)
+    assert split.measured_sent == {"c": 110.0, "d": 111.0, "e": 112.0}
