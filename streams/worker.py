@@ -85,7 +85,8 @@ def build_worker_app(
     control = app.topic(names.control, key_serializer="raw", value_serializer="raw")
     metrics = GuardianMetrics(os.environ)
     claims = ClaimsReader(bootstrap, names.claims, on_round_trip=metrics.claim_duration.observe)
-    store = FaustStore(tables, PendingWrites(tables.batched(), tables.access))
+    changelog_batch = faust_seam.changelog_batches(app.conf.producer_max_batch_size)
+    store = FaustStore(tables, PendingWrites(tables.batched(), tables.access, changelog_batch))
     store.claims = claims.claims
     shell = PipelineShell(
         processor=processor,

@@ -5,6 +5,8 @@ through faust's producer buffer and aiokafka's per-message send: at fleet rates 
 worker's time. :class:`PendingWrites` collects a batch's writes instead (the last value of a key
 wins) and :meth:`PendingWrites.flush` lands them at once: one RocksDB write batch per partition
 database, then one Kafka record batch per changelog partition and per output topic-partition.
+The changelog batches may be built by a builder of their own (``changelog_batch``: the worker's
+compresses them), the output batches always by the producer's.
 
 The tables stay faust tables: same changelog topics and partitions, same raw keys and values, so
 faust's recovery rebuilds them as before; a flushed changelog batch advances the partition's
@@ -63,11 +65,20 @@ def encoded(value: Pending) -> bytes | None:
 class PendingWrites:
     """Table writes (``(table, partition) -> {key: value or None}``) and output records of a batch."""
 
-    def __init__(self, tables: dict[str, Any], access: StoreAccess) -> None:
+    def __init__(
+        self,
+        tables: dict[str, Any],
+        access: StoreAccess,
+        changelog_batch: Callable[[Any], Any] | None = None,
+    ) -> None:
         #: name -> faust table (its ``data`` is faust's RocksDB store, ``changelog_topic`` its topic)
         self.tables = tables
         #: the stores' partition databases (``streams.faust_seam.RocksStores``)
         self.access = access
+        #: producer -> an empty record batch builder for changelog records (None: the producer's
+        #: own, ``create_batch``); only faust's recovery reads the changelogs, so the worker's
+        #: may be compressed where the output topics are not
+        self.changelog_batch = changelog_batch
         self._puts: dict[tuple[str, int], dict[bytes, Pending]] = {}
         self._outs: list[tuple[str, bytes | None, bytes]] = []
         self._partitions: dict[str, list[int]] = {}
@@ -212,7 +223,7 @@ class PendingWrites:
             collection = self.tables[table]
             topic = collection.changelog_topic.get_topic_name()
             persist = _persister(collection.data, topic, partition)
-            futures += await _send(producer, topic, partition, items, persist)
+            futures += await _send(producer, topic, partition, items, persist, self.changelog_batch)
         by_tp: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
         for topic, out_key, value in landed.outs:
             partitions = self._partitions.get(topic)
@@ -266,12 +277,14 @@ async def _send(
     partition: int,
     records: list[tuple[bytes | None, bytes | None]],
     on_delivered: Callable[[int], None] | None,
+    new_batch: Callable[[Any], Any] | None = None,
 ) -> list[asyncio.Future[Any]]:
-    """``records`` to one topic-partition in as few batches as fit the producer's batch size."""
+    """``records`` to one topic-partition in as few batches as fit the producer's batch size
+    (built by ``new_batch(producer)``; None: by the producer's ``create_batch``)."""
     futures: list[asyncio.Future[Any]] = []
     i = 0
     while i < len(records):
-        builder = producer.create_batch()
+        builder = producer.create_batch() if new_batch is None else new_batch(producer)
         start = i
         while i < len(records):
             key, value = records[i]

@@ -13,9 +13,12 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatch
+from aiokafka.record.memory_records import MemoryRecords
 from rocksdict import Options, Rdict
 
-from streams.faust_seam import RocksStores
+from streams.faust_seam import RocksStores, changelog_batches
 from tables.state import DeviceState, ExperienceState
 from tables.store.faust_tables import DeviceEntry, FaustStore, GuardianTables, is_entry_key, plan_key
 from tables.store.writes import PendingWrites
@@ -113,6 +116,33 @@ class RecordingProducer:
         return set(range(self.partitions))
 
 
+@dataclass
+class WireProducer:
+    """Keeps each batch as the bytes aiokafka would put on the wire (its own builders)."""
+
+    partitions: int = 4
+    wire: list[tuple[str, int, bytes]] = field(default_factory=list)
+
+    def create_batch(self) -> BatchBuilder:
+        return BatchBuilder(256 * 1024, 0, is_transactional=False)
+
+    async def send_batch(self, builder: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[Meta]:
+        self.wire.append((topic, partition, bytes(builder._build())))
+        fut: asyncio.Future[Meta] = asyncio.get_running_loop().create_future()
+        fut.set_result(Meta(0))
+        return fut
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return set(range(self.partitions))
+
+
+def decoded(buffer: bytes) -> tuple[int, list[tuple[bytes | None, bytes | None]]]:
+    """(compression codec, [(key, value)]) of one record batch on the wire."""
+    batch = MemoryRecords(buffer).next_batch()
+    assert batch is not None
+    return batch.compression_type, [(r.key, r.value) for r in batch]
+
+
 @pytest.fixture
 def tables(tmp_path: Path) -> Any:
     made = {
@@ -142,6 +172,28 @@ def test_reads_see_pending_writes_and_the_last_value_of_a_key_wins(tables: Any) 
     assert writes.get("seen", 2, b"k") == b"second"  # now from RocksDB
     assert bytes(tables["seen"].data._db_for_partition(2)[b"k"]) == b"second"
     assert len(writes) == 0
+
+
+def test_the_changelog_goes_out_zstd_compressed_and_the_outputs_uncompressed(tables: Any) -> None:
+    writes = PendingWrites(
+        {"devices": tables["devices"], "seen": tables["seen"]}, RocksStores(), changelog_batches(256 * 1024)
+    )
+    entries = [(f"dev-{i:04d}".encode(), orjson.dumps({"d": {"device_id": f"dev-{i:04d}", "seq": i}}))
+               for i in range(300)]  # fmt: skip
+    for key, value in entries:
+        writes.put("devices", 1, key, value)
+    writes.put("devices", 1, b"gone", None)
+    writes.send("guardian.timeline", b"dev-0001", b'{"stage": "goal"}')
+    producer = WireProducer()
+    run(writes.flush(producer))
+    by_topic = {topic: (partition, buffer) for topic, partition, buffer in producer.wire}
+    partition, changelog = by_topic["app-devices-changelog"]
+    codec, records = decoded(changelog)
+    assert partition == 1 and codec == DefaultRecordBatch.CODEC_ZSTD
+    assert records == [*entries, (b"gone", None)]  # faust's recovery reads them back as written
+    assert len(changelog) * 5 < sum(len(k) + len(v) for k, v in entries)
+    codec, records = decoded(by_topic["guardian.timeline"][1])
+    assert codec == 0 and records == [(b"dev-0001", b'{"stage": "goal"}')]
 
 
 def test_a_delete_is_a_tombstone_in_the_changelog_and_gone_from_rocksdb(tables: Any) -> None:
