@@ -650,9 +650,10 @@ def changelog_batches(batch_bytes: int) -> Callable[[Any], Any]:
     ``batch_bytes`` before compression (the producer's batch size).
 
     A device's entry is about 1.7 KB of JSON much like its neighbours', and a changelog batch
-    holds hundreds of them: compressed it is 15–60 times smaller, which the broker appends, keeps
-    and serves to a recovering worker. Only faust's recovery (this worker's own consumer) reads a
-    changelog; the output topics stay uncompressed for whatever consumes them."""
+    holds hundreds of them: the broker appends, keeps and serves to a recovering worker far fewer
+    bytes (60 times fewer for the bench's fleet; docs/PERFORMANCE.md). Only faust's recovery (this
+    worker's own consumer) reads a changelog; the output topics stay uncompressed for whatever
+    consumes them."""
     from aiokafka.codec import has_zstd
     from aiokafka.producer.message_accumulator import BatchBuilder
     from aiokafka.record.default_records import DefaultRecordBatch
