@@ -645,7 +645,7 @@ def changelog_topic_names(tables: Iterator[Any] | list[Any]) -> list[str]:
     return [str(t.changelog_topic.get_topic_name()) for t in tables]
 
 
-def changelog_batches(batch_bytes: int) -> Callable[[Any], Any]:
+def changelog_batches(batch_bytes: int) -> Callable[[], Any]:
     """Builds the record batches of the tables' changelogs: zstd-compressed, up to
     ``batch_bytes`` before compression (the producer's batch size).
 
@@ -661,7 +661,7 @@ def changelog_batches(batch_bytes: int) -> Callable[[Any], Any]:
     if not has_zstd():
         raise _missing("aiokafka's zstd codec (the cramjam package)")
 
-    def new_batch(producer: Any) -> Any:
+    def new_batch() -> Any:
         return BatchBuilder(batch_bytes, DefaultRecordBatch.CODEC_ZSTD, is_transactional=False)
 
     return new_batch

@@ -69,14 +69,14 @@ class PendingWrites:
         self,
         tables: dict[str, Any],
         access: StoreAccess,
-        changelog_batch: Callable[[Any], Any] | None = None,
+        changelog_batch: Callable[[], Any] | None = None,
     ) -> None:
         #: name -> faust table (its ``data`` is faust's RocksDB store, ``changelog_topic`` its topic)
         self.tables = tables
         #: the stores' partition databases (``streams.faust_seam.RocksStores``)
         self.access = access
-        #: producer -> an empty record batch builder for changelog records (None: the producer's
-        #: own, ``create_batch``); only faust's recovery reads the changelogs, so the worker's
+        #: makes an empty record batch builder for changelog records (None: the producer's own,
+        #: ``create_batch``); only faust's recovery reads the changelogs, so the worker's
         #: may be compressed where the output topics are not
         self.changelog_batch = changelog_batch
         self._puts: dict[tuple[str, int], dict[bytes, Pending]] = {}
@@ -277,14 +277,14 @@ async def _send(
     partition: int,
     records: list[tuple[bytes | None, bytes | None]],
     on_delivered: Callable[[int], None] | None,
-    new_batch: Callable[[Any], Any] | None = None,
+    new_batch: Callable[[], Any] | None = None,
 ) -> list[asyncio.Future[Any]]:
     """``records`` to one topic-partition in as few batches as fit the producer's batch size
-    (built by ``new_batch(producer)``; None: by the producer's ``create_batch``)."""
+    (built by ``new_batch()``; None: by the producer's ``create_batch``)."""
     futures: list[asyncio.Future[Any]] = []
     i = 0
     while i < len(records):
-        builder = producer.create_batch() if new_batch is None else new_batch(producer)
+        builder = producer.create_batch() if new_batch is None else new_batch()
         start = i
         while i < len(records):
             key, value = records[i]
