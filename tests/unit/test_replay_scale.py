@@ -211,6 +211,41 @@ def test_streamed_replay_over_unsorted_runs_equals_the_in_memory_replay(
     assert not list(tmp_path.glob("**/run-*"))
 
 
+def test_the_batch_merge_gives_every_row_once_in_order_whatever_the_batches() -> None:
+    rng = random.Random(11)
+    for trial in range(200):
+        rows = [
+            (
+                rng.randrange(50),
+                rng.randrange(4),
+                rng.randrange(3),
+                rng.randrange(100),
+                seq,
+                "observations",
+                "t",
+                None,
+                None,
+                True,
+            )
+            for seq in range(rng.randrange(0, 400))
+        ]
+        # dealt to up to six sources, each sorted and cut into batches of any size (empty ones too)
+        dealt: list[list[replay_mod.Row]] = [[] for _ in range(rng.randrange(1, 7))]
+        for row in rows:
+            dealt[rng.randrange(len(dealt))].append(row)
+        sources = []
+        for share in dealt:
+            share.sort()
+            batches, i = [], 0
+            while i < len(share) or rng.random() < 0.2:
+                n = rng.randrange(0, 40)
+                batches.append(share[i : i + n])
+                i += n
+            sources.append(iter(batches))
+        merged = [row for batch in replay_mod.merge_batches(sources) for row in batch]
+        assert merged == sorted(rows), trial
+
+
 def test_the_dedup_memory_keeps_only_the_window_and_still_catches_duplicates() -> None:
     script = build("HG-01")
     emitted: list[Out] = []
