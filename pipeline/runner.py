@@ -16,7 +16,7 @@ from pipeline.step import Decider, RawRef, Result
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
 from topics.envelope import Coords, Out
-from topics.gate import Admitted, Gate
+from topics.gate import Admitted, Gate, Rejected
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import Registry
 
@@ -170,15 +170,23 @@ class Processor:
         partition: int,
         offset: int,
         received_at_ms: int,
+        admitted: Admitted | Rejected | None = None,
     ) -> Processed:
-        verdict = self.gate.admit(
-            kind,  # type: ignore[arg-type]
-            key,
-            value,
-            source_topic=source_topic,
-            partition=partition,
-            offset=offset,
-            received_at_ms=received_at_ms,
+        """One input record through the gate and the core. ``admitted``: the gate's verdict on this
+        very record, when the caller has it already (the live shell judges a plan on its way into
+        the merge)."""
+        verdict = (
+            admitted
+            if admitted is not None
+            else self.gate.admit(
+                kind,  # type: ignore[arg-type]
+                key,
+                value,
+                source_topic=source_topic,
+                partition=partition,
+                offset=offset,
+                received_at_ms=received_at_ms,
+            )
         )
         if not isinstance(verdict, Admitted):
             key_str = key.decode("utf-8", "replace") if key is not None else None

@@ -49,7 +49,7 @@ from tables.state import Trigger
 from tables.store.faust_tables import SEP, FaustStore, GuardianTables
 from tables.store.writes import PendingWrites
 from topics.envelope import Coords, Out
-from topics.gate import Admitted
+from topics.gate import Admitted, Rejected
 from topics.names import INPUT_SUFFIXES, TopicNames
 from topics.records import ExperiencePlan
 
@@ -361,6 +361,10 @@ class PipelineShell:
     claims: ClaimsReader | None = None
     #: (partition, offset) of a plan in the merge -> (its experience, its device) (admitted plans)
     claimed: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    #: (partition, offset) of a plan the gate judged on its way into the merge (:meth:`claim`) ->
+    #: that verdict, taken by its processing instead of admitting the plan a second time (a record
+    #: at a plans offset never changes; forgotten when processed or on a rebalance)
+    admitted_plans: dict[tuple[int, int], Admitted | Rejected] = field(default_factory=dict)
     #: the batch being built and its commit protocol (over the store's pending writes)
     batch: CommitBatch = field(init=False)
     #: (suffix, partition) -> :meth:`caught_up`'s answer, kept until the pipeline's next turn of the
@@ -527,6 +531,7 @@ class PipelineShell:
         self.rescanning.clear()
         self.rescan_touched.clear()
         self.claimed.clear()
+        self.admitted_plans.clear()
         self.drop_unflushed()
         self.next_offset.clear()
         self.start_offset.clear()
@@ -561,6 +566,7 @@ class PipelineShell:
             offset=int(msg.offset),
             received_at_ms=round(msg.timestamp * 1000),
         )
+        self.admitted_plans[(int(msg.partition), int(msg.offset))] = verdict
         if not isinstance(verdict, Admitted) or not isinstance(verdict.record, ExperiencePlan):
             return  # dead-lettered by the core: it claims nothing
         plan = verdict.record
@@ -618,6 +624,7 @@ class PipelineShell:
             return
         if suffix is None:
             return
+        offset = int(msg.offset)
         done = self.processor.process(
             self.store.at(partition),
             suffix,
@@ -625,8 +632,9 @@ class PipelineShell:
             msg.value,
             source_topic=msg.topic,
             partition=partition,
-            offset=int(msg.offset),
+            offset=offset,
             received_at_ms=received_at_ms,
+            admitted=self.admitted_plans.pop((partition, offset), None) if suffix == "plans" else None,
         )
         self.processed += 1
         if self.metrics is not None:

@@ -200,6 +200,60 @@ def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(
     asyncio.run(main())
 
 
+def test_a_plan_judged_on_its_way_into_the_merge_is_not_judged_again_when_processed(tmp_path: Path) -> None:
+    """The gate's verdict on a plan entering the merge (its claim) is the one its processing uses:
+    a plan is admitted once, not twice; after a rebalance the plan, read again, is judged again."""
+    from streams.claims import ClaimsReader
+    from tests.streams import Script
+    from tests.unit.test_claims import FakeLog
+
+    async def main() -> None:
+        shell, _ = shell_over(tmp_path, HeldProducer())
+        reader = ClaimsReader("unused:9", shell.names.claims)
+        reader.start_end = 0
+        claims_log = FakeLog(reader, delay_s=0.0)
+        shell.claims, shell.batch.producer = reader, lambda: claims_log
+        gate = shell.processor.gate
+        real_admit = gate.admit
+        judged: list[tuple[str, int]] = []
+
+        def admit(kind: Any, key: Any, value: Any, **kw: Any) -> Any:
+            judged.append((kind, kw["offset"]))
+            return real_admit(kind, key, value, **kw)
+
+        gate.admit = admit  # type: ignore[method-assign]
+
+        def plan_message(device_id: str, experience_id: str, offset: int) -> Message:
+            plan = Script(device_id=device_id, prefix=shell.names.prefix).start(experience_id=experience_id)
+            rec = plan.records[0]
+            msg = Message(rec.topic, 0, offset, rec.ts)
+            msg.key, msg.value = rec.key, rec.value  # type: ignore[attr-defined]
+            return msg
+
+        first = plan_message("dev-1", "exp-1", 0)
+        shell.claim(first)
+        shell.handle(first)
+        assert judged == [("plans", 0)]
+        experience = shell.store.at(0).get_experience("dev-1")
+        assert experience is not None and experience.experience_id == "exp-1"
+
+        refused = Message(shell.names.plans, 0, 1, first.timestamp * 1000 + 1)
+        refused.key, refused.value = b"dev-2", b'{"device_id": "dev-2"}'  # type: ignore[attr-defined]
+        shell.claim(refused)
+        shell.handle(refused)
+        assert judged[1:] == [("plans", 1)]
+        assert shell.store.at(0).get_experience("dev-2") is None  # dead-lettered, as before
+
+        again = plan_message("dev-3", "exp-3", 2)
+        shell.claim(again)
+        shell.rebalanced()
+        shell.handle(again)
+        assert judged[2:] == [("plans", 2), ("plans", 2)]
+        assert shell.admitted_plans == {}
+
+    asyncio.run(main())
+
+
 def test_what_the_merge_knows_of_a_topic_moves_with_its_records_and_the_turns_of_the_loop(
     tmp_path: Path,
 ) -> None:
