@@ -165,20 +165,28 @@ def test_a_batch_delivered_across_a_rebalance_is_read_again_not_acked(tmp_path: 
     asyncio.run(main())
 
 
+def claiming_shell(tmp_path: Path, delay_s: float) -> tuple[Any, Any, Any]:
+    """A shell whose plans are claimed on a claims log that reads a claim back ``delay_s`` after it
+    is written: (the shell, its claims reader, the log)."""
+    from streams.claims import ClaimsReader
+    from tests.unit.test_claims import FakeLog
+
+    shell, _ = shell_over(tmp_path, HeldProducer())
+    reader = ClaimsReader("unused:9", shell.names.claims)
+    reader.start_end = 0
+    claims_log = FakeLog(reader, delay_s=delay_s)
+    shell.claims, shell.batch.producer = reader, lambda: claims_log
+    return shell, reader, claims_log
+
+
 def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(tmp_path: Path) -> None:
     """The claim goes out as the plan enters the merge; until a claim on its experience is read
     back, the plan and the later records of its partition stay there (no popped record waits for
     Kafka, so a rebalance meanwhile drops nothing the merge does not drop too)."""
-    from streams.claims import ClaimsReader
     from tests.streams import Script
-    from tests.unit.test_claims import FakeLog
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
-        reader = ClaimsReader("unused:9", shell.names.claims)
-        reader.start_end = 0
-        claims_log = FakeLog(reader, delay_s=0.05)
-        shell.claims, shell.batch.producer = reader, lambda: claims_log
+        shell, reader, claims_log = claiming_shell(tmp_path, delay_s=0.05)
         script = Script(device_id="dev-1", prefix=shell.names.prefix)
         script.start(experience_id="exp-1")
         plan = script.records[0]
@@ -203,16 +211,10 @@ def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(
 def test_a_plan_judged_on_its_way_into_the_merge_is_not_judged_again_when_processed(tmp_path: Path) -> None:
     """The gate's verdict on a plan entering the merge (its claim) is the one its processing uses:
     a plan is admitted once, not twice; after a rebalance the plan, read again, is judged again."""
-    from streams.claims import ClaimsReader
     from tests.streams import Script
-    from tests.unit.test_claims import FakeLog
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
-        reader = ClaimsReader("unused:9", shell.names.claims)
-        reader.start_end = 0
-        claims_log = FakeLog(reader, delay_s=0.0)
-        shell.claims, shell.batch.producer = reader, lambda: claims_log
+        shell, _, _ = claiming_shell(tmp_path, delay_s=0.0)
         gate = shell.processor.gate
         real_admit = gate.admit
         judged: list[tuple[str, int]] = []
