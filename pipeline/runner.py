@@ -14,7 +14,7 @@ from typing import Protocol
 from pipeline.core import Pipeline
 from pipeline.step import Decider, RawRef, Result
 from supervisor.verdict import Verdict
-from tables.state import DeviceState, ExperienceState, Trigger
+from tables.state import DeviceState, ExperienceState, PlanParts, Trigger
 from topics.envelope import Coords, Out
 from topics.gate import Admitted, Gate, Rejected
 from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
@@ -105,12 +105,24 @@ class ReplayStore(MemoryStore):
 
     Replay reads every record once, so a sighting is never "this very record": ``get_seen`` hands
     back no coordinates. Sightings must be put in time order (replay processes in Kafka timestamp
-    order), so the oldest are at the front of ``_order``."""
+    order), so the oldest are at the front of ``_order``.
+
+    A fleet's plans mostly differ only in their IDs: an experience's plan is kept with the parts
+    equal to another plan's shared (as the live store's cache does), so the per-device state a
+    replay holds is smaller. Only parts equal in content and in key order are shared: a shared
+    part is encoded byte for byte as the part it stands for."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen_at: dict[str, int] = {}
         self._order: deque[str] = deque()
+        self.plan_parts = PlanParts(same_order=True)
+
+    def put_experience(self, state: ExperienceState) -> None:
+        prior = self.experiences.get(state.device_id)
+        if prior is None or prior.plan is not state.plan:  # a plan not kept here yet
+            state.plan = self.plan_parts.share(state.plan)
+        self.experiences[state.device_id] = state
 
     def get_seen(self, device_id: str, event_id: str) -> tuple[int, str] | None:
         at = self.seen_at.get(f"{device_id}\x1f{event_id}")

@@ -353,3 +353,33 @@ class ExperienceState:
             recent=[Trigger.from_dict(t) for t in d["recent"]],
             voice_paused=d["voice_paused"],
         )
+
+
+class PlanParts:
+    """Identical parts of plans, shared between the experiences that hold them.
+
+    Plans are never changed in place, and a fleet's plans mostly differ only in their IDs: sharing
+    their equal parts (steps, observation policy, budgets, ...) makes a cached device state several
+    times smaller. Bounded: past ``limit`` distinct parts it starts over. With ``same_order``, parts
+    are shared only when their keys are in the same order too (so a shared part is encoded exactly
+    as the part it stands for)."""
+
+    def __init__(self, limit: int = 4_096, *, same_order: bool = False) -> None:
+        self.limit = limit
+        self.parts: dict[bytes, Any] = {}
+        self.option = 0 if same_order else orjson.OPT_SORT_KEYS
+
+    def share(self, plan: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in plan.items():
+            if isinstance(value, (dict, list)) and value:
+                raw = orjson.dumps(value, option=self.option)
+                shared = self.parts.get(raw)
+                if shared is None:
+                    if len(self.parts) >= self.limit:
+                        self.parts.clear()
+                    shared = self.parts[raw] = value
+                out[name] = shared
+            else:
+                out[name] = value
+        return out

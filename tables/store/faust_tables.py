@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from tables.claims import ClaimLog
-from tables.state import DeviceState, ExperienceState
+from tables.state import DeviceState, ExperienceState, PlanParts
 from tables.store.writes import Pending, PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
 
@@ -99,33 +99,6 @@ def define_tables(app: Any, partitions: int, access: StoreAccess) -> GuardianTab
         owners=app.GlobalTable(owners, help="experience_id -> device_id", **common),
         access=access,
     )
-
-
-class PlanParts:
-    """Identical parts of plans, shared between the experiences that hold them.
-
-    Plans are never changed in place, and a fleet's plans mostly differ only in their IDs: sharing
-    their equal parts (steps, observation policy, budgets, ...) makes a cached device state several
-    times smaller. Bounded: past ``limit`` distinct parts it starts over."""
-
-    def __init__(self, limit: int = 4_096) -> None:
-        self.limit = limit
-        self.parts: dict[bytes, Any] = {}
-
-    def share(self, plan: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, value in plan.items():
-            if isinstance(value, (dict, list)) and value:
-                raw = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-                shared = self.parts.get(raw)
-                if shared is None:
-                    if len(self.parts) >= self.limit:
-                        self.parts.clear()
-                    shared = self.parts[raw] = value
-                out[name] = shared
-            else:
-                out[name] = value
-        return out
 
 
 class _LRU:

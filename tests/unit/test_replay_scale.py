@@ -369,3 +369,44 @@ def test_no_report_writes_the_outputs_and_summary_only(tmp_path: Path) -> None:
     done = replay(str(source), "--out", str(out), "--no-report")
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted([*OUTS, "summary.json"])
+
+
+def test_replay_keeps_one_copy_of_the_parts_plans_have_in_common() -> None:
+    from pipeline.runner import ReplayStore
+    from tables.state import ExperienceState
+
+    def plan(device: str, policy: dict[str, object]) -> dict[str, object]:
+        return {
+            "experience_id": f"exp_{device}",
+            "areas": ["2", "3"],
+            "steps": [{"step_id": "patrol", "args": {"area_ids": ["2", "3"]}}],
+            "observation_policy": policy,
+        }
+
+    def experience(device: str, policy: dict[str, object]) -> ExperienceState:
+        return ExperienceState(f"exp_{device}", device, f"wf_{device}", plan(device, policy))
+
+    store = ReplayStore()
+    a = experience("a", {"subscriptions": ["x"], "mode": "semantic"})
+    b = experience("b", {"subscriptions": ["x"], "mode": "semantic"})
+    c = experience("c", {"mode": "semantic", "subscriptions": ["x"]})  # the same keys, other order
+    for exp in (a, b, c):
+        store.put_experience(exp)
+    # equal parts are one object; a part whose keys come in another order is kept as it came
+    assert a.plan["steps"] is b.plan["steps"] is c.plan["steps"]
+    assert a.plan["observation_policy"] is b.plan["observation_policy"]
+    assert c.plan["observation_policy"] is not a.plan["observation_policy"]
+    # and each plan is encoded byte for byte as it came
+    for exp, device, policy in (
+        (a, "a", {"subscriptions": ["x"], "mode": "semantic"}),
+        (c, "c", {"mode": "semantic", "subscriptions": ["x"]}),
+    ):
+        assert orjson.dumps(exp.plan) == orjson.dumps(plan(device, policy))
+    # a state put again with the plan it has is not shared again; a new plan of the device is
+    kept = a.plan
+    store.put_experience(a)
+    assert a.plan is kept
+    a2 = experience("a", {"subscriptions": ["y"], "mode": "semantic"})
+    store.put_experience(a2)
+    assert a2.plan["steps"] is b.plan["steps"]
+    assert store.get_experience("a") is a2
