@@ -109,14 +109,13 @@ class ReplayStore(MemoryStore):
 
     A fleet's plans mostly differ only in their IDs: an experience's plan is kept with the parts
     equal to another plan's shared (as the live store's cache does), so the per-device state a
-    replay holds is smaller. Only parts equal in content and in key order are shared: a shared
-    part is encoded byte for byte as the part it stands for."""
+    replay holds is smaller (equal in content and in key order: outputs are unchanged)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen_at: dict[str, int] = {}
         self._order: deque[str] = deque()
-        self.plan_parts = PlanParts(same_order=True)
+        self.plan_parts = PlanParts()
 
     def put_experience(self, state: ExperienceState) -> None:
         prior = self.experiences.get(state.device_id)

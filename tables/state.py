@@ -360,20 +360,19 @@ class PlanParts:
 
     Plans are never changed in place, and a fleet's plans mostly differ only in their IDs: sharing
     their equal parts (steps, observation policy, budgets, ...) makes a cached device state several
-    times smaller. Bounded: past ``limit`` distinct parts it starts over. With ``same_order``, parts
-    are shared only when their keys are in the same order too (so a shared part is encoded exactly
-    as the part it stands for)."""
+    times smaller. Bounded: past ``limit`` distinct parts it starts over. Parts are shared only when
+    their keys come in the same order too: a shared part is encoded (and iterated) exactly as the
+    part it stands for, so what a device's outputs say never depends on another device's plan."""
 
-    def __init__(self, limit: int = 4_096, *, same_order: bool = False) -> None:
+    def __init__(self, limit: int = 4_096) -> None:
         self.limit = limit
         self.parts: dict[bytes, Any] = {}
-        self.option = 0 if same_order else orjson.OPT_SORT_KEYS
 
     def share(self, plan: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, value in plan.items():
             if isinstance(value, (dict, list)) and value:
-                raw = orjson.dumps(value, option=self.option)
+                raw = orjson.dumps(value)
                 shared = self.parts.get(raw)
                 if shared is None:
                     if len(self.parts) >= self.limit:

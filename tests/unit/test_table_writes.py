@@ -312,6 +312,28 @@ def test_the_plan_is_written_once_apart_from_the_entry_and_read_back(tables: Any
     assert [exp.experience_id for _, exp in store.pending_experiences()] == []
 
 
+def test_plans_share_their_equal_parts_only_in_the_same_key_order(tables: Any) -> None:
+    store = store_over(tables)
+    rec = store.at(0)
+    policies = {
+        "dev-a": {"subscriptions": ["x"], "mode": "semantic"},
+        "dev-b": {"subscriptions": ["x"], "mode": "semantic"},
+        "dev-c": {"mode": "semantic", "subscriptions": ["x"]},  # the same, keys in another order
+    }
+    for n, (device, policy) in enumerate(policies.items()):
+        exp = experience(device, f"exp-{device}")
+        exp.plan["observation_policy"] = dict(policy)
+        rec.put_device(DeviceState(device_id=device))
+        rec.put_experience(exp)
+        rec.commit(device, Coords("plans", 0, n), [])
+    kept = {device: rec.get_experience(device) for device in policies}
+    plans = {device: exp.plan for device, exp in kept.items() if exp is not None}
+    assert plans["dev-a"]["steps"] is plans["dev-b"]["steps"] is plans["dev-c"]["steps"]
+    assert plans["dev-a"]["observation_policy"] is plans["dev-b"]["observation_policy"]
+    # dev-c keeps its own order: its plan (and what is said from it) never takes dev-a's
+    assert list(plans["dev-c"]["observation_policy"]) == ["mode", "subscriptions"]
+
+
 def test_a_new_experience_replaces_the_old_plan(tables: Any) -> None:
     store = store_over(tables)
     rec = store.at(0)
