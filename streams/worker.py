@@ -37,6 +37,7 @@ from streams.admin import (
     wait_for_broker,
 )
 from streams.agents import PipelineShell, register_agents
+from streams.allocator import keep_large_blocks_mapped
 from streams.app import create_app
 from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
@@ -179,6 +180,7 @@ async def _preflight(bootstrap: str, settings: Settings) -> None:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    keep_large_blocks_mapped()  # before the worker's first large buffer (streams.allocator)
     try:
         load_registry(settings.contracts_file, settings.capabilities_file)
     except RegistryError as exc:
