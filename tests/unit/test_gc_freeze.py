@@ -15,9 +15,10 @@ class Node:
 
 def test_what_outlives_a_young_collection_is_frozen_and_garbage_is_still_collected() -> None:
     collector = YoungOnlyCollector()
-    asyncio.run(collector.collect())  # the timer's first tick installs the hook
+    asyncio.run(collector.start())  # the worker's start installs the hook, not the timer's first tick
     try:
         frozen = gc.get_freeze_count()
+        assert frozen > 0  # what existed at the start is out of the collector's sight
         survivor = [[i] for i in range(100)]
         cycle = Node()
         cycle.ref = cycle
@@ -34,3 +35,14 @@ def test_what_outlives_a_young_collection_is_frozen_and_garbage_is_still_collect
         collector.close()
         gc.unfreeze()
     assert collector.after_collection not in gc.callbacks
+
+
+def test_the_timer_keeps_one_hook_after_the_start_installed_it() -> None:
+    collector = YoungOnlyCollector()
+    try:
+        asyncio.run(collector.start())
+        asyncio.run(collector.collect())
+        assert gc.callbacks.count(collector.after_collection) == 1
+    finally:
+        collector.close()
+        gc.unfreeze()
