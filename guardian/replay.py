@@ -434,17 +434,7 @@ class ReplayEngine:
                     on_state(change)
             if n % _SWEEP_EVERY == 0:
                 store.forget_seen_before(ts - window)
-            done = process(
-                store,
-                suffix,
-                key,
-                value,
-                source_topic=topic,
-                partition=partition,
-                offset=offset,
-                received_at_ms=ts,
-            )
-            for o in done.outs:
+            for o in process(store, suffix, key, value, topic, partition, offset, ts).outs:  # positional
                 emit(o)
         self.records = n
 

@@ -15,7 +15,10 @@ from topics.registry import ContractSpec, Registry
 
 
 def step(s: Step, spec: ContractSpec, trigger: Trigger, facts: dict[str, Any], received_at_ms: int) -> None:
-    """Step 7 for a fresh trigger of a contract with a debounce: hold, suppress or promote."""
+    """Step 7 for a fresh trigger of a contract with a debounce: hold, suppress or promote.
+
+    This module is the only writer of a debounce state's pending change: each write keeps the
+    device's ``pending_changes`` count."""
     dev = s.dev
     debounce = spec.debounce
     if debounce is None or spec.debounce_ms <= 0:
@@ -40,6 +43,7 @@ def step(s: Step, spec: ContractSpec, trigger: Trigger, facts: dict[str, Any], r
         if value == st.stable:
             return
         st.pending, st.pending_value, st.window_ms = trigger, value, spec.debounce_ms
+        dev.pending_changes += 1
         return
     if value == st.pending_value:
         return
@@ -52,6 +56,7 @@ def step(s: Step, spec: ContractSpec, trigger: Trigger, facts: dict[str, Any], r
     )
     if value == st.stable:
         st.pending, st.pending_value = None, None
+        dev.pending_changes -= 1
     else:
         st.pending, st.pending_value, st.window_ms = trigger, value, spec.debounce_ms
 
@@ -74,6 +79,7 @@ def confirm(s: Step, due: Callable[[DebounceState], bool]) -> None:
         trigger, value = st.pending, st.pending_value
         assert trigger is not None
         st.stable, st.pending, st.pending_value = value, None, None
+        dev.pending_changes -= 1
         spec = s.core.registry.contracts[trigger.type]
         if spec.debounce is None or value != spec.debounce.alert:
             continue
@@ -102,4 +108,6 @@ def prune(registry: Registry, dev: DeviceState, exp: ExperienceState) -> None:
         spec = registry.contracts.get(contract)
         per_area = sep and spec is not None and spec.debounce is not None and spec.debounce.per_fact
         if per_area and which not in areas:
-            del dev.debounce[key]
+            dropped = dev.debounce.pop(key)
+            if dropped.pending is not None:
+                dev.pending_changes -= 1

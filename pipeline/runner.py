@@ -176,7 +176,6 @@ class Processor:
         kind: InputKind,
         key: bytes | None,
         value: bytes | None,
-        *,
         source_topic: str,
         partition: int,
         offset: int,

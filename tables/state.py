@@ -114,6 +114,14 @@ class DeviceState:
     context: dict[str, KeptEnvelope] = field(default_factory=dict)
     #: receive-time ms by which the pending experience's preconditions must pass (§9.4)
     precondition_due_ms: int | None = None
+    #: how many of ``debounce`` hold a pending change: counted at construction, then kept by
+    #: :mod:`pipeline.debounce` (the only writer of a pending change) so that the two questions
+    #: asked once per observation (anything pending? when due?) need no loop when none is;
+    #: derived, never serialised
+    pending_changes: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.pending_changes = sum(1 for d in self.debounce.values() if d.pending is not None)
 
     # -- serialisation -------------------------------------------------------------------------
     def to_json(self) -> bytes:
@@ -179,16 +187,14 @@ class DeviceState:
         )
 
     def has_pending(self) -> bool:
-        # a plain loop: called twice per observation, and any() over a generator costs twice as much
-        for d in self.debounce.values():  # noqa: SIM110
-            if d.pending is not None:
-                return True
-        return False
+        return self.pending_changes > 0
 
     def next_due_ms(self) -> int | None:
         """The receive-time ms when something of this quiet device falls due (the earliest
         pending debounce change, or the precondition deadline), or None."""
         due = self.precondition_due_ms
+        if not self.pending_changes:
+            return due
         for st in self.debounce.values():
             if st.pending is not None:
                 at = st.pending.received_at_ms + st.window_ms

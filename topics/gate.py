@@ -30,6 +30,7 @@ from topics.hostile import (
     INT64_MIN,
     MAX_DEPTH,
     Redactor,
+    colons_in,
     exact_scan,
     is_forbidden_key,
     needs_exact_scan,
@@ -668,8 +669,8 @@ class Gate:
         key: Any,
         raw: bytes,
     ) -> Any:
-        self._hostile(obj, raw)
-        paths = [] if self._clean(obj) else forbidden_key_paths(obj, self._safe_keys)
+        clean = self._hostile(obj, raw, self._safe_keys)
+        paths = [] if clean else forbidden_key_paths(obj, self._safe_keys)
         if paths:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
         try:
@@ -683,8 +684,7 @@ class Gate:
     def _observation(self, obj: dict[str, Any], key: Any, raw: bytes) -> Observation:
         fast = self._fast_observation(obj, key)
         if fast is None:
-            self._hostile(obj, raw)
-            return self._checked_observation(obj, key)
+            return self._checked_observation(obj, key, self._hostile(obj, raw, self._safe_keys))
         # flat by construction: the top level, the facts and the correlation hold every key
         keys = len(obj) + len(fast.facts) + (3 if fast.correlation is not None else 0)
         if raw.count(b":") != keys:
@@ -697,13 +697,17 @@ class Gate:
         return fast
 
     @staticmethod
-    def _hostile(obj: dict[str, Any], raw: bytes) -> None:
+    def _hostile(obj: dict[str, Any], raw: bytes, safe: frozenset[str]) -> bool:
         """§2 rule 7: a repeated key is ``not_json``; nesting deeper than 16 levels or an integer
         outside the signed 64-bit range is ``schema_invalid`` (after the privacy check: a
-        forbidden key in such a record is a ``privacy_violation``)."""
-        shape = shape_of(obj)
+        forbidden key in such a record is a ``privacy_violation``). Returns whether no forbidden
+        key (§4.2) is in ``obj`` (keys in ``safe`` are not looked at), found on the same walk."""
+        shape = shape_of(obj, safe)
         found = None
-        if shape.depth <= MAX_DEPTH and (shape.big_number or needs_exact_scan(raw, shape.keys, shape.colons)):
+        if shape.depth <= MAX_DEPTH and (
+            shape.big_number
+            or (raw.count(b":") != shape.keys and needs_exact_scan(raw, shape.keys, colons_in(obj)))
+        ):
             found = exact_scan(raw)
             if found == "duplicate_key":
                 raise _Reject("not_json", "a key is repeated within one object")
@@ -712,7 +716,7 @@ class Gate:
         elif found == "big_int":
             detail = "an integer outside the signed 64-bit range"
         else:
-            return
+            return shape.clean
         paths = forbidden_key_paths(obj)
         if paths:
             raise _Reject("privacy_violation", "forbidden key at " + _paths_text(paths), paths)
@@ -830,8 +834,9 @@ class Gate:
             correlation, facts,
         )  # fmt: skip
 
-    def _checked_observation(self, obj: dict[str, Any], key: Any) -> Observation:
-        """§4.3 steps 2–4 in order, finding the reason and the paths of a rejection."""
+    def _checked_observation(self, obj: dict[str, Any], key: Any, clean: bool) -> Observation:
+        """§4.3 steps 2–4 in order, finding the reason and the paths of a rejection. ``clean``: no
+        forbidden key is in ``obj`` (from :meth:`_hostile`'s walk)."""
         # Step 2: privacy. The quick check only proves cleanliness; paths are found when needed.
         get = obj.get
         ctype: Any = get("type")
@@ -839,7 +844,7 @@ class Gate:
         privacy_class: Any = get("privacy_class", "semantic_only")
         check = self._checks.get(ctype) if type(ctype) is str else None
         if (
-            not self._clean(obj)
+            not clean
             or privacy_class != "semantic_only"
             or (check is not None and type(facts) is dict and not facts.keys() <= check.allowed)
         ):
@@ -941,30 +946,6 @@ class Gate:
             obj, event_id, device_id, ctype, source, observed_at_ms, freshness_ms, ttl, conf, rcd,
             correlation, facts,
         )  # fmt: skip
-
-    def _clean(self, obj: dict[str, Any]) -> bool:
-        """True when no forbidden key is anywhere in ``obj`` (keys known to be safe are skipped)."""
-        safe = self._safe_keys
-        stack: list[Any] = [obj]
-        pop = stack.pop
-        push = stack.append
-        while stack:
-            node = pop()
-            if type(node) is dict:
-                if not node.keys() <= safe:
-                    for k in node.keys() - safe:
-                        if is_forbidden_key(k):
-                            return False
-                for v in node.values():
-                    tv = type(v)
-                    if tv is dict or tv is list:
-                        push(v)
-            else:
-                for v in node:
-                    tv = type(v)
-                    if tv is dict or tv is list:
-                        push(v)
-        return True
 
     @staticmethod
     def _privacy_reject(

@@ -3,7 +3,8 @@
 Pure helpers of the gate:
 
 - :func:`shape_of` walks a parsed document once, iteratively (no recursion limit): how many keys
-  it holds, how deep it nests, whether an integer lies outside the signed 64-bit range;
+  it holds, how deep it nests, whether an integer lies outside the signed 64-bit range, whether a
+  forbidden key is in it;
 - :func:`has_duplicate_key` / :func:`exact_scan` find what a last-wins parser hides: a repeated
   key at any depth (``orjson`` and ``json`` keep the last copy) and an integer literal past 64
   bits (``orjson`` turns it into a float). The exact scan is the standard library's parser with
@@ -100,16 +101,19 @@ class Shape:
     depth: int
     #: an integer outside the signed 64-bit range, or a float that may have been one
     big_number: bool
-    #: colons inside keys and string values
-    colons: int = 0
+    #: no §4.2 forbidden key outside the walk's safe keys (meaningful only for a complete walk:
+    #: one that did not stop at a depth over ``MAX_DEPTH``)
+    clean: bool = True
 
 
-def shape_of(obj: Any) -> Shape:
-    """Keys, nesting depth and out-of-range integers of a parsed document (iterative)."""
+def shape_of(obj: Any, safe: frozenset[str] = frozenset()) -> Shape:
+    """Keys, nesting depth, out-of-range integers and forbidden keys (those not in ``safe``) of a
+    parsed document, in one iterative walk. Colons are counted by :func:`colons_in`, only when
+    the document's raw colons differ from its keys."""
     keys = 0
-    colons = 0
     deepest = 0
     big = False
+    clean = True
     stack: list[tuple[Any, int]] = [(obj, 1)]
     pop, push = stack.pop, stack.append
     while stack:
@@ -118,21 +122,46 @@ def shape_of(obj: Any) -> Shape:
             deepest = depth
             if depth > MAX_DEPTH:
                 # no need to look further: the record is refused for its depth
-                return Shape(keys, depth, big, colons)
-        values = node.values() if type(node) is dict else node
+                return Shape(keys, depth, big, clean)
         if type(node) is dict:
             keys += len(node)
-            for k in node:
-                colons += k.count(":")
+            if clean and not node.keys() <= safe:
+                for k in node.keys() - safe:
+                    if is_forbidden_key(k):
+                        clean = False
+                        break
+            values = node.values()
+        else:
+            values = node
         for v in values:
             tv = type(v)
             if tv is dict or tv is list:
                 push((v, depth + 1))
-            elif tv is str:
-                colons += v.count(":")
             elif (tv is int and not INT64_MIN <= v <= INT64_MAX) or (tv is float and abs(v) >= _BIG_FLOAT):
                 big = True
-    return Shape(keys, deepest, big, colons)
+    return Shape(keys, deepest, big, clean)
+
+
+def colons_in(obj: Any) -> int:
+    """The colons inside the keys and string values of a parsed document (iterative)."""
+    colons = 0
+    stack: list[Any] = [obj]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        if type(node) is dict:
+            for k in node:
+                colons += k.count(":")
+            values = node.values()
+        else:
+            values = node
+        for v in values:
+            tv = type(v)
+            if tv is dict or tv is list:
+                push(v)
+            elif tv is str:
+                colons += v.count(":")
+    return colons
 
 
 def needs_exact_scan(raw: bytes, keys: int, colons: int = 0) -> bool:
@@ -311,6 +340,7 @@ __all__ = [
     "KeyShape",
     "Redactor",
     "Shape",
+    "colons_in",
     "exact_scan",
     "has_duplicate_key",
     "is_forbidden_key",
