@@ -93,13 +93,13 @@ class Pipeline:
         exp: ExperienceState | None,
         obs: Observation,
         received_at_ms: int,
-        *,
         seen_at: int | None,
         owner_of: OwnerOf,
         decide: Decider | None,
         raw: RawRef | None = None,
     ) -> Result:
-        s = Step(self, dev, Result([], exp), decide, owner_of)  # positional: once per observation
+        """(Called with positional arguments: once per observation.)"""
+        s = Step(self, dev, Result([], exp), decide, owner_of)
         observations.on_observation(s, obs, received_at_ms, seen_at, raw)
         return s.done()
 

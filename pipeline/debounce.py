@@ -11,30 +11,47 @@ from typing import Any
 from pipeline import decisions
 from pipeline.step import Step, active
 from tables.state import DebounceState, DeviceState, ExperienceState, Trigger
+from topics.records import Observation
 from topics.registry import ContractSpec, Registry
 
 
-def step(s: Step, spec: ContractSpec, trigger: Trigger, facts: dict[str, Any], received_at_ms: int) -> None:
-    """Step 7 for a fresh trigger of a contract with a debounce: hold, suppress or promote.
+def trigger_of(obs: Observation, facts: dict[str, Any], received_at_ms: int) -> Trigger:
+    """The trigger of a fresh observation (``facts``: its facts, as the device's snapshot keeps
+    them)."""
+    corr = obs.correlation
+    return Trigger(
+        obs.event_id,
+        obs.type,
+        obs.observed_at_ms,
+        received_at_ms,
+        facts,
+        (corr.experience_id, corr.workflow_id, corr.step_id) if corr is not None else None,
+        obs.requires_cloud_decision,
+    )
+
+
+def step(s: Step, spec: ContractSpec, obs: Observation, facts: dict[str, Any], received_at_ms: int) -> None:
+    """Step 7 for a fresh observation of a contract with a debounce: hold, suppress or promote
+    (its trigger is built only then: most observations repeat the stable value).
 
     This module is the only writer of a debounce state's pending change: each write keeps the
     device's ``pending_changes`` count."""
     dev = s.dev
     debounce = spec.debounce
     if debounce is None or spec.debounce_ms <= 0:
-        decisions.promote(s, trigger, received_at_ms)
+        decisions.promote(s, trigger_of(obs, facts, received_at_ms), received_at_ms)
         return
     value = facts.get(debounce.fact)
-    key = trigger.type
+    key = type_ = obs.type
     if debounce.per_fact:
         # §2 rule 8: a state per area only for the areas of the active plan
         which = facts.get(debounce.per_fact)
         running = active(dev, s.res.experience)
         if running is None or which not in running.plan_areas:
             why = "no active experience" if running is None else "an area outside the active plan"
-            s.drop("uncorrelated", trigger.event_id, received_at_ms, f"{trigger.type}: {why}")
+            s.drop("uncorrelated", obs.event_id, received_at_ms, f"{type_}: {why}")
             return
-        key = f"{trigger.type}/{which}"
+        key = f"{type_}/{which}"
     st = dev.debounce.get(key)
     if st is None:
         st = DebounceState(stable=debounce.resting)
@@ -42,7 +59,8 @@ def step(s: Step, spec: ContractSpec, trigger: Trigger, facts: dict[str, Any], r
     if st.pending is None:
         if value == st.stable:
             return
-        st.pending, st.pending_value, st.window_ms = trigger, value, spec.debounce_ms
+        st.pending = trigger_of(obs, facts, received_at_ms)
+        st.pending_value, st.window_ms = value, spec.debounce_ms
         dev.pending_changes += 1
         return
     if value == st.pending_value:
@@ -52,13 +70,14 @@ def step(s: Step, spec: ContractSpec, trigger: Trigger, facts: dict[str, Any], r
         "debounced",
         suppressed.event_id,
         received_at_ms,
-        f"{trigger.type} change to {st.pending_value} reverted within {spec.debounce_ms} ms",
+        f"{type_} change to {st.pending_value} reverted within {spec.debounce_ms} ms",
     )
     if value == st.stable:
         st.pending, st.pending_value = None, None
         dev.pending_changes -= 1
     else:
-        st.pending, st.pending_value, st.window_ms = trigger, value, spec.debounce_ms
+        st.pending = trigger_of(obs, facts, received_at_ms)
+        st.pending_value, st.window_ms = value, spec.debounce_ms
 
 
 def confirm(s: Step, due: Callable[[DebounceState], bool]) -> None:

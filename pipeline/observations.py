@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from pipeline import context_steps, debounce, decisions
 from pipeline.step import RawRef, Step
-from tables.state import SnapshotEntry, Trigger
+from tables.state import SnapshotEntry
 from topics.envelope import Out
 from topics.gate import dead_letter_json
 from topics.records import Observation
@@ -31,11 +31,13 @@ def on_observation(
     # cross_device (step 8, checked first: a dead-lettered record changes no state, §10)
     corr = obs.correlation
     if (
-        spec.scope == "scoped"
-        and corr is not None
+        corr is not None
+        and spec.scope == "scoped"
+        and (owner := s.owner(corr.experience_id)) is not None
+        and owner != dev.device_id  # (the common case: its own experience, no call below)
         and refused_cross_device(
             s,
-            s.owner(corr.experience_id),
+            owner,
             "observations",
             obs,
             raw,
@@ -81,23 +83,14 @@ def on_observation(
     if not fresh:
         s.drop("stale", event_id, received_at_ms, f"{type_} age {age} ms > ttl {ttl} ms")
         return
-    trigger = Trigger(
-        event_id,
-        type_,
-        observed_at_ms,
-        received_at_ms,
-        facts,
-        (corr.experience_id, corr.workflow_id, corr.step_id) if corr else None,
-        obs.requires_cloud_decision,
-    )
     # confirmation by a later record's observed_at_ms
     if pending:
         debounce.confirm_due(s, observed_at_ms, by_observed=True)
     if type_ == VOICE_PIPELINE_CONTRACT:
-        decisions.voice(s, res.experience, trigger)
+        decisions.voice(s, res.experience, debounce.trigger_of(obs, facts, received_at_ms))
         return
-    # 7. debounce (and on to steps 8–11)
-    debounce.step(s, spec, trigger, facts, received_at_ms)
+    # 7. debounce (and on to steps 8–11; the trigger is built there, when it is kept or promoted)
+    debounce.step(s, spec, obs, facts, received_at_ms)
 
 
 def refused_cross_device(

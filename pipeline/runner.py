@@ -230,15 +230,17 @@ class Processor:
         exp = store.get_experience(device_id)
         res: Result
         if isinstance(record, Observation):
+            # positional, and _seen_at inlined: most records are observations
+            seen = store.get_seen(device_id, record.event_id)
             res = self.pipeline.on_observation(
                 dev,
                 exp,
                 record,
                 received_at_ms,
-                seen_at=_seen_at(store, device_id, record.event_id, coords),
-                owner_of=store.owner_of,
-                decide=self.decide,
-                raw=RawRef(source_topic, partition, offset, value or b""),
+                None if seen is None or seen[1] == str(coords) else seen[0],
+                store.owner_of,
+                self.decide,
+                RawRef(source_topic, partition, offset, value or b""),
             )
         elif isinstance(record, TaskEvent):
             res = self.pipeline.on_task_event(
