@@ -204,11 +204,13 @@ class Rejected:
         return DeadLetter.model_validate(self.value)
 
 
-# an Admitted's slots, for the gate's hot path (a frozen dataclass's __init__ writes each one
-# through object.__setattr__)
+# an Admitted's and a Rejected's slots, for the gate's hot path (a frozen dataclass's __init__
+# writes each one through object.__setattr__)
 _set_admitted_record = Admitted.__dict__["record"].__set__
 _set_admitted_size = Admitted.__dict__["size"].__set__
 _set_admitted_json = Admitted.__dict__["json"].__set__
+_set_rejected_value = Rejected.__dict__["value"].__set__
+_set_rejected_event_id = Rejected.__dict__["event_id"].__set__
 
 
 # --------------------------------------------------------------------------------------------
@@ -640,7 +642,11 @@ class Gate:
                 offending_paths=rej.paths,
                 payload=self.redactor.payload(kind, obj) if rej.reason in PAYLOAD_REASONS else None,
             )
-            return Rejected(value=dl, event_id=dl["event_id"])
+            # Rejected(dl, dl["event_id"]), without the frozen dataclass's checked attribute writes
+            rejected = _object_new(Rejected)
+            _set_rejected_value(rejected, dl)
+            _set_rejected_event_id(rejected, dl["event_id"])
+            return rejected
         # Admitted(record, len(raw)), without the frozen dataclass's checked attribute writes
         admitted = _object_new(Admitted)
         _set_admitted_record(admitted, record)

@@ -93,7 +93,7 @@ def safe_path(parts: Iterable[str | int]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Shape:
     """What one walk over a parsed document found."""
 
