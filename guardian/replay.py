@@ -898,8 +898,9 @@ def replay_files(
         with tempfile.TemporaryDirectory(prefix="guardian-replay-") as tmp_name:
             tmp = Path(tmp_name)
             spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes)
-            for name in files:
-                spool.add_file(name)
+            with _fewer_collections():  # (the rows of a chunk live until it is spilled)
+                for name in files:
+                    spool.add_file(name)
             if mode is None:
                 mode = "recorded" if spool.has_decisions else "rules"
             counts = SummaryCounts()
