@@ -230,14 +230,12 @@ class Processor:
         exp = store.get_experience(device_id)
         res: Result
         if isinstance(record, Observation):
-            # positional, and _seen_at inlined: most records are observations
-            seen = store.get_seen(device_id, record.event_id)
-            res = self.pipeline.on_observation(
+            res = self.pipeline.on_observation(  # (positional: most records are observations)
                 dev,
                 exp,
                 record,
                 received_at_ms,
-                None if seen is None or seen[1] == str(coords) else seen[0],
+                _seen_at(store, device_id, record.event_id, coords),
                 store.owner_of,
                 self.decide,
                 RawRef(source_topic, partition, offset, value or b""),

@@ -154,8 +154,6 @@ class _ContractCheck:
     #: :meth:`FactSpec.allows` accepted so far (they repeat record after record; the gate's own
     #: memory, emptied when it holds ``_KNOWN_VALUES_MAX``); empty for a bool or int fact
     known_str: Mapping[str, frozenset[str] | set[str]]
-    #: The bool facts (any bool is a valid value of one)
-    bools: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, spec: ContractSpec) -> _ContractCheck:
@@ -175,7 +173,6 @@ class _ContractCheck:
             required_all=frozenset(g[0] for g in spec.required if len(g) == 1),
             any_of=tuple(frozenset(g) for g in spec.required if len(g) > 1),
             known_str=known_str,
-            bools=frozenset(name for name, fact in spec.facts.items() if fact.type == "bool"),
         )
 
 
@@ -836,8 +833,6 @@ class Gate:
                 if len(learned) >= _KNOWN_VALUES_MAX:
                     learned.clear()
                 learned.add(v)
-            elif type(v) is bool and k in check.bools:
-                continue
             elif not check.facts[k].allows(v) or (type(v) is int and not INT64_MIN <= v <= INT64_MAX):
                 return None
         return _observation(
