@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from tables.claims import ClaimLog
-from tables.state import DeviceState, ExperienceState, PlanParts
+from tables.state import DeviceState, ExperienceState, PlanParts, compact
 from tables.store.writes import Pending, PendingWrites, StoreAccess
 from topics.envelope import Coords, Out
 
@@ -195,7 +195,7 @@ class DeviceEntry:
             device=DeviceState.from_obj(d["d"]) if d.get("d") else None,
             experience=ExperienceState.from_obj(e) if e else None,
             applied=dict(d.get("applied") or {}),
-            log=[(str(coords), orjson.dumps(outs)) for coords, outs in d.get("log") or ()],
+            log=[(str(coords), compact(orjson.dumps(outs))) for coords, outs in d.get("log") or ()],
             plan_stored=stored,
         )
 
@@ -310,7 +310,7 @@ class FaustStore:
         if entry.log and self.committed is not None:
             entry.log = [item for item in entry.log if not self._committed(item[0])]
         if outs:
-            entry.log.append((str(coords), orjson.dumps([[o.kind, o.key, o.value] for o in outs])))
+            entry.log.append((str(coords), compact(orjson.dumps([[o.kind, o.key, o.value] for o in outs]))))
             if len(entry.log) > OUTPUT_LOG:
                 del entry.log[: len(entry.log) - OUTPUT_LOG]
         exp = entry.experience

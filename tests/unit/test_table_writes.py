@@ -634,3 +634,39 @@ def test_every_prefix_of_a_flushs_devices_changelog_finds_each_entrys_plan(table
         for key, value in state.items():
             if is_entry_key(key):
                 DeviceEntry.from_json(value, lambda exp_id, s=state: s.get(plan_key(exp_id)))
+
+
+def test_what_the_state_cache_keeps_encoded_costs_about_its_length_in_memory(tables: Any) -> None:
+    """A device's logged outputs and the shared plans' parts stay in memory as long as the device
+    is cached: each costs about its length, not the buffer the encoder wrote it in (4 KiB and
+    more per value, which for a fleet's cache was tens of MB)."""
+    import tracemalloc
+
+    from tables.state import PlanParts
+
+    store = store_over(tables)
+    rec = store.at(0)
+    devices = [DeviceState(device_id=f"dev-{i}") for i in range(1000)]
+    outs = [[Out("timeline", f"dev-{i}", {"text": "x" * 300, "n": i})] for i in range(1000)]
+    coords = [Coords("observations", 0, i) for i in range(1000)]
+    for dev in devices:
+        rec.put_device(dev)
+    plans = [
+        {"id": f"exp-{i}", "steps": [{"step_id": f"patrol-{i}", "note": "y" * 300}]} for i in range(1000)
+    ]
+    parts = PlanParts()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for dev, out, at in zip(devices, outs, coords, strict=True):
+            rec.commit(dev.device_id, at, out)
+        logged = tracemalloc.get_traced_memory()[0] - before
+        before = tracemalloc.get_traced_memory()[0]
+        shared = [parts.share(plan) for plan in plans]
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(parts.parts) == 1000 and len(shared) == 1000
+    # about 330 bytes of JSON each, plus the log's and the pending batch's bookkeeping
+    assert logged < 1000 * 1500, logged
+    assert kept < 1000 * 1500, kept
