@@ -71,6 +71,13 @@ FLUSH_AFTER_S = 0.1
 #: (what it holds back is only the commit of its offsets, on a one-second timer anyway)
 FLUSH_STATE_RECORDS = 5_000
 FLUSH_STATE_AFTER_S = 0.5
+#: behind the broker (a backlog), a due batch's outputs are flushed but its table writes wait, so
+#: that a device's entry is written once for several of its records (most of a busy worker's time
+#: went to encoding, writing and sending one entry per record): the table writes and the acks of
+#: the records they carry are flushed after this many records, this long after the first of them
+#: was deferred, or as soon as the pipeline has caught up
+DEFER_STATE_RECORDS = 20_000
+DEFER_STATE_AFTER_S = 2.0
 #: output kinds someone waits on as soon as they are made (a timeline entry: unless it is a drop)
 WAITED_ON_KINDS = frozenset({"decisions", "dispatch"})
 #: between flushes, the pipeline gives the event loop a turn after this much work (the fetcher,
@@ -161,9 +168,17 @@ class CommitBatch:
     #: counts rebalances: a batch taken before one acks nothing after one (and the pipeline does
     #: not process further what it took from the inbox before one)
     generation: int = 0
+    #: messages whose outputs are flushed while their table writes still wait (``flush`` with
+    #: ``keep_state``), the delivery futures of those outputs, and how many of the messages are
+    #: input records (the throughput the worker's trace reports, once they are acked)
+    deferred: list[Any] = field(default_factory=list)
+    deferred_futures: list[Any] = field(default_factory=list)
+    deferred_inputs: int = 0
+    #: when the first of ``deferred`` was flushed (monotonic)
+    deferred_since: float = 0.0
 
     def __len__(self) -> int:
-        return len(self.unacked)
+        return len(self.unacked) + len(self.deferred)
 
     def open(self) -> None:
         """A message is about to be handled: the batch's clock starts at its first."""
@@ -183,6 +198,8 @@ class CommitBatch:
         """Is the batch to be flushed now? A batch holding an output someone waits on: after
         ``FLUSH_RECORDS`` records, or ``FLUSH_AFTER_S`` after that output; any other batch: after
         ``FLUSH_STATE_RECORDS`` records, or ``FLUSH_STATE_AFTER_S`` after its first record."""
+        if self.state_due():
+            return True
         n = len(self.unacked)
         if not n:
             return False
@@ -190,20 +207,41 @@ class CommitBatch:
             return n >= FLUSH_RECORDS or self.clock() - self.waited_on_since >= FLUSH_AFTER_S
         return n >= FLUSH_STATE_RECORDS or self.clock() - self.started >= FLUSH_STATE_AFTER_S
 
-    def time_left(self) -> float:
-        """Seconds until the batch is due by its time bound (0: due, or empty)."""
-        if not self.unacked:
-            return 0.0
-        if self.waited_on_since is not None:
-            return max(0.0, FLUSH_AFTER_S - (self.clock() - self.waited_on_since))
-        return max(0.0, FLUSH_STATE_AFTER_S - (self.clock() - self.started))
+    def state_due(self) -> bool:
+        """Are deferred table writes to be flushed now (``DEFER_STATE_RECORDS``,
+        ``DEFER_STATE_AFTER_S``)?"""
+        if not self.deferred:
+            return False
+        return (
+            len(self.deferred) + len(self.unacked) >= DEFER_STATE_RECORDS
+            or self.clock() - self.deferred_since >= DEFER_STATE_AFTER_S
+        )
 
-    async def flush(self) -> None:
+    def time_left(self) -> float:
+        """Seconds until the batch (or its deferred table writes) is due by its time bound (0:
+        due, or empty)."""
+        left: list[float] = []
+        if self.deferred:
+            left.append(max(0.0, DEFER_STATE_AFTER_S - (self.clock() - self.deferred_since)))
+        if self.unacked:
+            if self.waited_on_since is not None:
+                left.append(max(0.0, FLUSH_AFTER_S - (self.clock() - self.waited_on_since)))
+            else:
+                left.append(max(0.0, FLUSH_STATE_AFTER_S - (self.clock() - self.started)))
+        return min(left) if left else 0.0
+
+    async def flush(self, keep_state: bool = False) -> None:
         """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
+
+        With ``keep_state`` (the pipeline is behind the broker), unless the deferred table writes
+        are due (:meth:`state_due`), only the batch's outputs are flushed: its table writes keep
+        waiting, and its messages are acked with the flush that takes them. A record whose outputs
+        went out before its state is read again after a crash or a rebalance, from the state it
+        was first processed on: its outputs come back identical.
 
         The messages and the pending writes are taken together, with no pause between (the writes'
         own flush takes them before its first await): whatever a rebalance drops meanwhile
-        (:meth:`discard`) is neither sent nor acked, and is read again."""
+        (:meth:`discard`) is not acked, and is read again."""
         if self.closed:
             self.discard()  # the worker stops: read again by the partitions' next owners
             return
@@ -211,45 +249,84 @@ class CommitBatch:
             raise RuntimeError("the shell has no producer yet")
         async with self.flushing:
             generation = self.generation
+            keep = keep_state and not self.state_due()
+            if keep and not self.unacked:
+                return  # nothing new: the deferred table writes are not due yet
             messages, self.unacked = self.unacked, []
             self.waited_on_since = None
             tally, self.tally = self.tally, BatchTally()
             started = time.monotonic()
             flush_at = time.time()
             try:
-                futures = await self.writes.flush_behind(self.producer())
+                futures = await self.writes.flush_behind(self.producer(), tables=not keep)
             except (KafkaError, OSError) as exc:  # the producer refused the batch (closed, timed out)
                 await self._lost(exc)
                 raise
         tally.sent_at = (flush_at, time.time())
+        records = len(messages)
+        inputs = sum(tally.inputs.values())
+        if keep:
+            if generation == self.generation:
+                if not self.deferred:
+                    self.deferred_since = self.clock()
+                self.deferred += messages
+                self.deferred_futures += futures
+                self.deferred_inputs += inputs
+            acked: list[Any] = []
+        else:
+            if generation == self.generation:
+                messages = self.deferred + messages
+                futures = self.deferred_futures + futures
+                inputs += self.deferred_inputs
+            self.deferred, self.deferred_futures, self.deferred_inputs = [], [], 0
+            acked = messages
         if not futures:
-            self._delivered(messages, tally, started, generation)
+            self._delivered(acked, records, inputs, tally, started, generation)
         else:
             task = asyncio.ensure_future(
-                self._ack_when_delivered(futures, messages, tally, started, generation)
+                self._ack_when_delivered(futures, acked, records, inputs, tally, started, generation)
             )
             self.acking.add(task)
             task.add_done_callback(self.acking.discard)
 
     async def _ack_when_delivered(
-        self, futures: list[Any], messages: list[Any], tally: BatchTally, started: float, generation: int
+        self,
+        futures: list[Any],
+        messages: list[Any],
+        records: int,
+        inputs: int,
+        tally: BatchTally,
+        started: float,
+        generation: int,
     ) -> None:
         try:
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
             await self._lost(exc)
             return
-        self._delivered(messages, tally, started, generation)
+        self._delivered(messages, records, inputs, tally, started, generation)
 
-    def _delivered(self, messages: list[Any], tally: BatchTally, started: float, generation: int) -> None:
+    def _delivered(
+        self,
+        messages: list[Any],
+        records: int,
+        inputs: int,
+        tally: BatchTally,
+        started: float,
+        generation: int,
+    ) -> None:
+        """The batch (``records`` messages of its own) is delivered: ``messages`` are acked, with
+        the deferred ones before them (none while its table writes wait; ``inputs``: how many of
+        them are input records)."""
         assert self.ack is not None
-        if generation == self.generation:
+        if generation == self.generation and messages:
             self.ack(messages)
-        # else: delivered across a rebalance; faust restarts from the committed offsets, so the
-        # records are read again (their outputs come back identical from the state): acking them
-        # now would commit past records this generation has not been given yet
+        # another generation: delivered across a rebalance; faust restarts from the committed
+        # offsets, so the records are read again (their outputs come back identical from the
+        # state): acking them now would commit past records this generation has not been given yet
         if self.metrics is not None:
-            self.metrics.delivered(tally, len(messages), time.monotonic() - started, time.time())
+            acked_inputs = inputs if messages else 0
+            self.metrics.delivered(tally, records, time.monotonic() - started, time.time(), acked_inputs)
 
     async def _lost(self, exc: BaseException) -> None:
         if self.closed:
@@ -268,6 +345,7 @@ class CommitBatch:
         (nothing of it left the worker)."""
         self.generation += 1
         self.unacked.clear()
+        self.deferred, self.deferred_futures, self.deferred_inputs = [], [], 0
         self.waited_on_since = None
         self.tally = BatchTally()
         self.writes.discard()
@@ -472,7 +550,7 @@ class PipelineShell:
     async def take_turns(self) -> None:
         """Flush a due batch; else give the event loop a turn if the pipeline has not for a while."""
         if self.batch.due():
-            await self.flush()
+            await self.flush(keep_state=True)  # more input to process: the table writes may wait
         elif time.monotonic() - self.yielded_at >= YIELD_EVERY_S:
             await self.give_turn()
 
@@ -496,13 +574,22 @@ class PipelineShell:
             return self.waited_s
         return self.waited_s + time.monotonic() - self.waiting_since
 
-    async def wait_for_input(self) -> None:
-        """Wait until the inbox has messages; the time waited runs the merge's clock."""
+    async def wait_for_input(self, timeout_s: float | None = None) -> bool:
+        """Wait until the inbox has messages (False: ``timeout_s`` passed first); the time waited
+        runs the merge's clock."""
         if self.inbox_ready.is_set():
-            return
+            return True
         self.waiting_since = time.monotonic()
         try:
-            await self.inbox_ready.wait()
+            if timeout_s is None:
+                await self.inbox_ready.wait()
+                return True
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self.inbox_ready.wait()
+                return True
+            except TimeoutError:
+                return False
         finally:
             self.waited_s = self.merge_clock()
             self.waiting_since = None
@@ -513,12 +600,13 @@ class PipelineShell:
         self.inbox_room.set()
         return batch
 
-    async def flush(self) -> None:
-        """Flush the batch (:meth:`CommitBatch.flush`), then give the event loop its turn: the batch
-        went to the producer without a pause, and a backlog is processed batch after batch, so
-        without this the fetcher, the producer's sender and the acks would wait for the whole
-        backlog (seconds of stalls, measured)."""
-        await self.batch.flush()
+    async def flush(self, keep_state: bool = False) -> None:
+        """Flush the batch (:meth:`CommitBatch.flush`; ``keep_state``: the pipeline is behind, its
+        table writes may wait), then give the event loop its turn: the batch went to the producer
+        without a pause, and a backlog is processed batch after batch, so without this the
+        fetcher, the producer's sender and the acks would wait for the whole backlog (seconds of
+        stalls, measured)."""
+        await self.batch.flush(keep_state)
         await self.give_turn()
 
     def rebalanced(self) -> None:
@@ -877,7 +965,10 @@ class PipelineTask:
                 await shell.give_turn()
                 if not shell.inbox_ready.is_set():
                     continue
-            await shell.wait_for_input()
+            deferred = shell.batch.time_left() if shell.batch.deferred else None
+            if not await shell.wait_for_input(deferred):
+                await shell.flush()  # no input came while table writes waited: they are due
+                continue
             shell.new_turn()
             await self.work_through(shell.take_inbox())
             # natural batching: flush when the pipeline has caught up with what was fetched; while
@@ -893,15 +984,16 @@ class PipelineTask:
         the inbox ran dry made batches of a few dozen records, a produce request each.)"""
         shell = self.shell
         left = shell.batch.time_left()
-        if left > 0 and shell.behind():
+        behind = shell.behind()
+        if left > 0 and behind:
             try:
                 async with asyncio.timeout(left):
                     await shell.inbox_ready.wait()
                 return  # more input came: the batch grows with it
             except TimeoutError:
-                pass  # due
+                behind = shell.behind()  # due
         if len(shell.batch):
-            await shell.flush()
+            await shell.flush(keep_state=behind)
 
     async def work_through(self, taken: list[Any]) -> None:
         """What was taken from the inbox, in order, through the merge (flushing what is due)."""
@@ -950,7 +1042,7 @@ class PipelineTask:
             shell.new_turn()
             await self.run_ready()
             if len(shell.batch) and (not (self.busy or shell.inbox) or shell.batch.due()):
-                await shell.flush()
+                await shell.flush(keep_state=self.busy or bool(shell.inbox))
 
 
 class QuietDevices:

@@ -160,8 +160,11 @@ class GuardianMetrics:
         )
         ProcessCollector(registry=r)
 
-    def delivered(self, tally: BatchTally, records: int, flush_s: float, now_s: float) -> None:
-        """A batch is in Kafka: count it."""
+    def delivered(
+        self, tally: BatchTally, records: int, flush_s: float, now_s: float, acked_inputs: int | None = None
+    ) -> None:
+        """A batch is in Kafka: count it (``records``: the messages it acked; ``acked_inputs``: how
+        many of them are input records, None: the batch's own)."""
         for topic, n in tally.inputs.items():
             self.inputs.labels(topic).inc(n)
         for topic, n in tally.outputs.items():
@@ -179,7 +182,7 @@ class GuardianMetrics:
         if self.trace is not None:
             if tally.traced:
                 self.trace.delivered(tally.traced, *tally.sent_at, records)
-            inputs = sum(tally.inputs.values())
+            inputs = sum(tally.inputs.values()) if acked_inputs is None else acked_inputs
             if inputs:
                 self.trace.acked(inputs)
 

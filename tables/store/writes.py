@@ -141,10 +141,19 @@ class PendingWrites:
         partition 0, so a re-sent dead letter lands where its first copy did)."""
         self._outs.append((topic, key, value))
 
-    def _land(self) -> _Landed | None:
-        """Take the pending writes: into RocksDB now (reads see them there), records encoded."""
-        puts, outs = self._puts, self._outs
-        self._puts, self._outs = {}, []
+    @property
+    def tables_pending(self) -> bool:
+        """Do table writes wait (for a flush that takes them)?"""
+        return bool(self._puts)
+
+    def _land(self, tables: bool = True) -> _Landed | None:
+        """Take the pending writes: into RocksDB now (reads see them there), records encoded.
+        Without ``tables``, only the output records: the table writes keep waiting (a key written
+        again meanwhile is then written once)."""
+        puts, outs = self._puts if tables else {}, self._outs
+        if tables:
+            self._puts = {}
+        self._outs = []
         if not puts and not outs:
             return None
         changelogs: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
@@ -164,9 +173,9 @@ class PendingWrites:
             changelogs.append((table, partition, items))
         return _Landed(changelogs, outs)
 
-    def _queue(self, producer: Any) -> asyncio.Task[list[asyncio.Future[Any]]] | None:
+    def _queue(self, producer: Any, tables: bool = True) -> asyncio.Task[list[asyncio.Future[Any]]] | None:
         """Land the batch and hand it to ``producer`` behind the batches landed before it."""
-        landed = self._land()
+        landed = self._land(tables)
         if landed is None:
             return None
         previous = self._handing[-1] if self._handing else None
@@ -198,15 +207,16 @@ class PendingWrites:
         task = self._queue(producer)
         return [] if task is None else await task
 
-    async def flush_behind(self, producer: Any) -> list[asyncio.Future[Any]]:
+    async def flush_behind(self, producer: Any, tables: bool = True) -> list[asyncio.Future[Any]]:
         """As :meth:`flush`, without waiting for the producer to take the batch: returns one future,
-        done once every record of the batch is delivered.
+        done once every record of the batch is delivered (without ``tables``: only the output
+        records are flushed, the table writes keep waiting).
 
         The producer takes a topic-partition's next batch only once its previous one has gone out
         in a request, and sends one request at a time: waiting for that stalled the caller for
         a round trip to the broker per flush. Batches are still handed over in order; the caller
         waits only when more than ``MAX_BEHIND`` are not handed over yet."""
-        task = self._queue(producer)
+        task = self._queue(producer, tables)
         if task is None:
             return []
         if len(self._handing) > MAX_BEHIND:

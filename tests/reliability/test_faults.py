@@ -48,8 +48,11 @@ SETTINGS = Settings.from_env({})
 REPEATS = 4
 LOAD_DEVICES = 300
 LOAD_RECORDS = 6_000
-#: long enough for a steady commit slope at the worker's speed (several seconds a run)
-FLOOD_RECORDS = 60_000
+#: long enough for a steady commit slope at the worker's speed: behind a backlog the worker
+#: commits with its devices' state, every 2 s, so a run must span several such steps (about ten
+#: seconds; with 60,000 records a run of 3-4 s gave two or three commits, and the clean and the
+#: poisoned run's rates varied by a quarter either way)
+FLOOD_RECORDS = 150_000
 
 
 def load(prefix: str, t0: int) -> list[InputRecord]:

@@ -6,6 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
+
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
 from streams.agents import PipelineShell
@@ -398,9 +401,13 @@ class Behind:
         return 5
 
 
-def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_due(tmp_path: Path) -> None:
+def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Caught up with the inbox while more records wait on the broker (a backlog), the pipeline
-    does not flush a batch that is not due: it waits for the next records, at most until due."""
+    does not flush a batch that is not due: it waits for the next records, at most until due.
+    Still behind, the due batch's outputs go out and its table writes wait, at most
+    ``DEFER_STATE_AFTER_S``: its records are acked with them."""
     from faust.types import TP
 
     from streams import agents
@@ -419,11 +426,12 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
         task.attach = lambda: None  # type: ignore[method-assign]
         flush = shell.flush
 
-        async def counted_flush() -> None:
+        async def counted_flush(keep_state: bool = False) -> None:
             flushes.append(len(shell.batch))
-            await flush()
+            await flush(keep_state)
 
         shell.flush = counted_flush  # type: ignore[method-assign]
+        monkeypatch.setattr(agents, "DEFER_STATE_AFTER_S", 0.05)  # on the event loop's clock
         loop = asyncio.ensure_future(task.loop())
         await shell.receive(Noted(0, acked))
         for _ in range(20):
@@ -436,11 +444,21 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
         clock.now += agents.FLUSH_STATE_AFTER_S - 0.01  # nothing more comes: due soon
         await shell.receive(Noted(2, acked))
         for _ in range(100):
+            if flushes:
+                break
+            await asyncio.sleep(0.005)
+        assert flushes == [3] and acked == []  # its outputs flushed, its table writes waiting
+        assert len(shell.batch.deferred) == 3
+        await asyncio.sleep(0.03)
+        assert acked == []
+        clock.now += 0.05  # nothing more comes: the table writes are due
+        for _ in range(100):
             if acked:
                 break
             await asyncio.sleep(0.005)
         loop.cancel()
-        assert flushes == [3] and acked == [0, 1, 2]
+        assert flushes == [3, 3] and acked == [0, 1, 2]
+        assert not shell.batch.deferred
 
     asyncio.run(main())
 
@@ -606,5 +624,100 @@ def test_an_idle_pipeline_goes_on_with_a_sweep_under_way_without_waiting_for_inp
         assert not shell.sweeping and not running.done()  # through, and waiting for input now
         assert [e for e in events if store.get_seen("dev-1", e) is not None] == []
         running.cancel()
+
+    asyncio.run(main())
+
+
+def deferred_batches(shell: PipelineShell, n: int) -> None:
+    """Records of one device (its state changed by each) in the shell's batch, each with a
+    decision: the state is written with :meth:`FaustStore.commit` as the processor does."""
+    from tables.state import DeviceState
+    from topics.envelope import Coords
+
+    rec = shell.store.at(0)
+    shell.batch.open()
+    rec.put_device(DeviceState(device_id="dev-1", timeline_seq=n))
+    rec.commit("dev-1", Coords("observations", 0, n), [])
+    shell.emit([Out("decisions", "dev-1", {"decision_id": f"dec_{n}"})])
+    shell.batch.add(f"event-{n}")
+
+
+def test_behind_the_broker_a_devices_entry_is_written_once_for_several_batches(tmp_path: Path) -> None:
+    """Behind the broker, a due batch's outputs go out at once and its table writes wait: a device
+    whose records fill several batches has its entry written once, when the deferred writes are
+    due, and its records are acked only once that is delivered; reads see the waiting state."""
+    from streams import agents
+
+    async def main() -> None:
+        producer = RecordingProducer()  # delivers at once
+        released = Acked()
+        shell, lost = shell_over(tmp_path, producer, released)
+        clock = Clock()
+        shell.batch.clock = clock
+        for n in range(3):
+            deferred_batches(shell, n)
+            await shell.flush(keep_state=True)
+            await asyncio.gather(*shell.batch.acking)
+        sent = [topic for topic, _, _ in producer.batches]
+        assert sent.count(shell.out_topics["decisions"]) == 3  # every decision went out at once
+        assert "app-devices-changelog" not in sent and released.acked == []
+        device = shell.store.at(0).get_device("dev-1")
+        assert device is not None and device.timeline_seq == 2
+        assert not shell.batch.due()
+        clock.now += agents.DEFER_STATE_AFTER_S
+        assert shell.batch.due()
+        await shell.flush(keep_state=True)  # due: the table writes go with it
+        await asyncio.gather(*shell.batch.acking)
+        entries = [records for topic, _, records in producer.batches if topic == "app-devices-changelog"]
+        assert [len(records) for records in entries] == [1]  # one write for three records
+        assert orjson.loads(entries[0][0][1] or b"{}")["d"]["timeline_seq"] == 2
+        assert released.acked == ["event-0", "event-1", "event-2"] and lost == []
+
+    asyncio.run(main())
+
+
+def test_deferred_table_writes_go_with_the_batch_once_the_pipeline_caught_up_or_holds_many(
+    tmp_path: Path,
+) -> None:
+    from streams import agents
+
+    async def main() -> None:
+        producer = RecordingProducer()
+        released = Acked()
+        shell, _ = shell_over(tmp_path, producer, released)
+        shell.batch.clock = Clock()
+        deferred_batches(shell, 0)
+        await shell.flush(keep_state=True)
+        deferred_batches(shell, 1)
+        await shell.flush()  # caught up: everything goes
+        await asyncio.gather(*shell.batch.acking)
+        assert released.acked == ["event-0", "event-1"] and not shell.batch.deferred
+        deferred_batches(shell, 2)
+        await shell.flush(keep_state=True)
+        shell.batch.unacked = [f"more-{i}" for i in range(agents.DEFER_STATE_RECORDS)]
+        assert shell.batch.state_due() and shell.batch.due()
+
+    asyncio.run(main())
+
+
+def test_a_rebalance_forgets_deferred_table_writes_and_acks_none_of_their_records(tmp_path: Path) -> None:
+    """A record whose outputs went out while its table writes waited is read again after a
+    rebalance (nothing of its state left the worker: it is processed again from the state it
+    was first processed on, its outputs identical)."""
+
+    async def main() -> None:
+        producer = RecordingProducer()
+        released = Acked()
+        shell, _ = shell_over(tmp_path, producer, released)
+        shell.batch.clock = Clock()
+        deferred_batches(shell, 0)
+        await shell.flush(keep_state=True)
+        await asyncio.gather(*shell.batch.acking)
+        shell.rebalanced()
+        await shell.flush()
+        await asyncio.gather(*shell.batch.acking)
+        assert released.acked == [] and not shell.batch.deferred and len(shell.batch) == 0
+        assert shell.store.at(0).get_device("dev-1") is None  # never written
+        assert "app-devices-changelog" not in [topic for topic, _, _ in producer.batches]
 
     asyncio.run(main())
