@@ -127,6 +127,20 @@ class Sweep:
 
 
 @dataclass
+class _Flushed:
+    """A flushed batch on its way to Kafka: the messages it acks once delivered (the deferred ones
+    first; none while its table writes wait), how many messages it took itself, how many of the
+    acked ones are input records, its tally, when its flush started, and its generation."""
+
+    acked: list[Any]
+    records: int
+    inputs: int
+    tally: BatchTally
+    started: float
+    generation: int
+
+
+@dataclass
 class CommitBatch:
     """The commit protocol: the messages processed since the last flush, whose table writes and
     outputs wait in ``writes``, and their tally.
@@ -263,70 +277,48 @@ class CommitBatch:
                 await self._lost(exc)
                 raise
         tally.sent_at = (flush_at, time.time())
-        records = len(messages)
-        inputs = sum(tally.inputs.values())
+        done = _Flushed([], len(messages), sum(tally.inputs.values()), tally, started, generation)
         if keep:
             if generation == self.generation:
                 if not self.deferred:
                     self.deferred_since = self.clock()
                 self.deferred += messages
                 self.deferred_futures += futures
-                self.deferred_inputs += inputs
-            acked: list[Any] = []
+                self.deferred_inputs += done.inputs
         else:
             if generation == self.generation:
                 messages = self.deferred + messages
                 futures = self.deferred_futures + futures
-                inputs += self.deferred_inputs
+                done.inputs += self.deferred_inputs
             self.deferred, self.deferred_futures, self.deferred_inputs = [], [], 0
-            acked = messages
+            done.acked = messages
         if not futures:
-            self._delivered(acked, records, inputs, tally, started, generation)
+            self._delivered(done)
         else:
-            task = asyncio.ensure_future(
-                self._ack_when_delivered(futures, acked, records, inputs, tally, started, generation)
-            )
+            task = asyncio.ensure_future(self._ack_when_delivered(futures, done))
             self.acking.add(task)
             task.add_done_callback(self.acking.discard)
 
-    async def _ack_when_delivered(
-        self,
-        futures: list[Any],
-        messages: list[Any],
-        records: int,
-        inputs: int,
-        tally: BatchTally,
-        started: float,
-        generation: int,
-    ) -> None:
+    async def _ack_when_delivered(self, futures: list[Any], done: _Flushed) -> None:
         try:
             await asyncio.gather(*futures)
         except (KafkaError, OSError) as exc:  # a delivery failed after the producer's own retries
             await self._lost(exc)
             return
-        self._delivered(messages, records, inputs, tally, started, generation)
+        self._delivered(done)
 
-    def _delivered(
-        self,
-        messages: list[Any],
-        records: int,
-        inputs: int,
-        tally: BatchTally,
-        started: float,
-        generation: int,
-    ) -> None:
-        """The batch (``records`` messages of its own) is delivered: ``messages`` are acked, with
-        the deferred ones before them (none while its table writes wait; ``inputs``: how many of
-        them are input records)."""
+    def _delivered(self, done: _Flushed) -> None:
         assert self.ack is not None
-        if generation == self.generation and messages:
-            self.ack(messages)
+        if done.generation == self.generation and done.acked:
+            self.ack(done.acked)
         # another generation: delivered across a rebalance; faust restarts from the committed
         # offsets, so the records are read again (their outputs come back identical from the
         # state): acking them now would commit past records this generation has not been given yet
         if self.metrics is not None:
-            acked_inputs = inputs if messages else 0
-            self.metrics.delivered(tally, records, time.monotonic() - started, time.time(), acked_inputs)
+            acked_inputs = done.inputs if done.acked else 0
+            self.metrics.delivered(
+                done.tally, done.records, time.monotonic() - done.started, time.time(), acked_inputs
+            )
 
     async def _lost(self, exc: BaseException) -> None:
         if self.closed:

@@ -642,6 +642,15 @@ def deferred_batches(shell: PipelineShell, n: int) -> None:
     shell.batch.add(f"event-{n}")
 
 
+def deferring_shell(tmp_path: Path) -> tuple[PipelineShell, RecordingProducer, Acked, list[BaseException]]:
+    """A shell whose producer delivers at once, on a clock the test moves."""
+    producer = RecordingProducer()
+    released = Acked()
+    shell, lost = shell_over(tmp_path, producer, released)
+    shell.batch.clock = Clock()
+    return shell, producer, released, lost
+
+
 def test_behind_the_broker_a_devices_entry_is_written_once_for_several_batches(tmp_path: Path) -> None:
     """Behind the broker, a due batch's outputs go out at once and its table writes wait: a device
     whose records fill several batches has its entry written once, when the deferred writes are
@@ -649,11 +658,9 @@ def test_behind_the_broker_a_devices_entry_is_written_once_for_several_batches(t
     from streams import agents
 
     async def main() -> None:
-        producer = RecordingProducer()  # delivers at once
-        released = Acked()
-        shell, lost = shell_over(tmp_path, producer, released)
-        clock = Clock()
-        shell.batch.clock = clock
+        shell, producer, released, lost = deferring_shell(tmp_path)
+        clock = shell.batch.clock
+        assert isinstance(clock, Clock)
         for n in range(3):
             deferred_batches(shell, n)
             await shell.flush(keep_state=True)
@@ -682,10 +689,7 @@ def test_deferred_table_writes_go_with_the_batch_once_the_pipeline_caught_up_or_
     from streams import agents
 
     async def main() -> None:
-        producer = RecordingProducer()
-        released = Acked()
-        shell, _ = shell_over(tmp_path, producer, released)
-        shell.batch.clock = Clock()
+        shell, _, released, _ = deferring_shell(tmp_path)
         deferred_batches(shell, 0)
         await shell.flush(keep_state=True)
         deferred_batches(shell, 1)
@@ -706,10 +710,7 @@ def test_a_rebalance_forgets_deferred_table_writes_and_acks_none_of_their_record
     was first processed on, its outputs identical)."""
 
     async def main() -> None:
-        producer = RecordingProducer()
-        released = Acked()
-        shell, _ = shell_over(tmp_path, producer, released)
-        shell.batch.clock = Clock()
+        shell, producer, released, _ = deferring_shell(tmp_path)
         deferred_batches(shell, 0)
         await shell.flush(keep_state=True)
         await asyncio.gather(*shell.batch.acking)
