@@ -72,8 +72,8 @@ FLUSH_AFTER_S = 0.1
 FLUSH_STATE_RECORDS = 5_000
 FLUSH_STATE_AFTER_S = 0.5
 #: behind the broker (a backlog), a due batch's outputs are flushed but its table writes wait, so
-#: that a device's entry is written once for several of its records (most of a busy worker's time
-#: went to encoding, writing and sending one entry per record): the table writes and the acks of
+#: that a device's entry is written once for several of its records (encoding, writing and sending
+#: one entry per record took about half of a busy worker's time): the table writes and the acks of
 #: the records they carry are flushed after this many records, this long after the first of them
 #: was deferred, or as soon as the pipeline has caught up
 DEFER_STATE_RECORDS = 20_000
@@ -149,8 +149,10 @@ class CommitBatch:
     writes RocksDB at once and hands the batch to the producer behind the stream; the messages are
     acked (released to faust's consumer, which commits) only once Kafka has every batch of it, and
     only if no rebalance came meanwhile (``generation``). A delivery that fails after the
-    producer's retries stops the worker (``on_lost``: its input is then read again). A rebalance
-    drops what was not flushed (:meth:`discard`)."""
+    producer's retries stops the worker (``on_lost``: its input is then read again). Behind the
+    broker a flush may send only the outputs, the table writes waiting (``deferred``): those
+    messages are acked with the later flush that takes the table writes. A rebalance drops what
+    was not flushed, and the table writes that waited (:meth:`discard`)."""
 
     writes: PendingWrites
     #: the worker's Prometheus metrics (None: not counted, e.g. unit tests)
