@@ -163,8 +163,8 @@ class GuardianMetrics:
     def delivered(
         self, tally: BatchTally, records: int, flush_s: float, now_s: float, acked_inputs: int | None = None
     ) -> None:
-        """A batch is in Kafka: count it (``records``: the messages it acked; ``acked_inputs``: how
-        many of them are input records, None: the batch's own)."""
+        """A batch is in Kafka: count it (``records``: the messages the batch took; ``acked_inputs``:
+        how many input records its delivery acked, None: the batch's own)."""
         for topic, n in tally.inputs.items():
             self.inputs.labels(topic).inc(n)
         for topic, n in tally.outputs.items():

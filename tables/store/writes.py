@@ -141,11 +141,6 @@ class PendingWrites:
         partition 0, so a re-sent dead letter lands where its first copy did)."""
         self._outs.append((topic, key, value))
 
-    @property
-    def tables_pending(self) -> bool:
-        """Do table writes wait (for a flush that takes them)?"""
-        return bool(self._puts)
-
     def _land(self, tables: bool = True) -> _Landed | None:
         """Take the pending writes: into RocksDB now (reads see them there), records encoded.
         Without ``tables``, only the output records: the table writes keep waiting (a key written
