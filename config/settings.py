@@ -54,6 +54,9 @@ class Settings:
     web_host: str = "127.0.0.1"
     #: a worker not ready (assigned, tables recovered) this long, with no recovery progress, stops
     ready_timeout_s: float = 60.0
+    #: behind a backlog, how long a worker's table writes may wait so that a device's state is
+    #: written once for several of its records (0: written with every flush)
+    defer_state_s: float = 2.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +77,11 @@ class Settings:
         ready_timeout_s = _number(env, "GUARDIAN_READY_TIMEOUT_S", "60", float, "a number of seconds")
         if ready_timeout_s <= 0:
             raise SettingsError("GUARDIAN_READY_TIMEOUT_S must be more than 0")
+        defer_state_s = _number(env, "GUARDIAN_DEFER_STATE_S", "2", float, "a number of seconds")
+        if not 0 <= defer_state_s <= 60:
+            raise SettingsError(
+                f"GUARDIAN_DEFER_STATE_S must be between 0 (off) and 60, not {defer_state_s:g}"
+            )
         data_dir = Path(env["GUARDIAN_DATA_DIR"]) if env.get("GUARDIAN_DATA_DIR") else _default_data_dir(env)
         return cls(
             bootstrap=env.get("GUARDIAN_KAFKA_BOOTSTRAP") or None,
@@ -90,6 +98,7 @@ class Settings:
             web_port=web_port,
             web_host=env.get("GUARDIAN_WEB_HOST") or "127.0.0.1",
             ready_timeout_s=ready_timeout_s,
+            defer_state_s=defer_state_s,
             capabilities_file=(
                 Path(env["GUARDIAN_CAPABILITIES_FILE"]) if env.get("GUARDIAN_CAPABILITIES_FILE") else None
             ),

@@ -75,7 +75,8 @@ FLUSH_STATE_AFTER_S = 0.5
 #: that a device's entry is written once for several of its records (encoding, writing and sending
 #: one entry per record took about half of a busy worker's time): the table writes and the acks of
 #: the records they carry are flushed after this many records, this long after the first of them
-#: was deferred, or as soon as the pipeline has caught up
+#: was deferred (the default of ``GUARDIAN_DEFER_STATE_S``; 0: never deferred), or as soon as the
+#: pipeline has caught up
 DEFER_STATE_RECORDS = 20_000
 DEFER_STATE_AFTER_S = 2.0
 #: output kinds someone waits on as soon as they are made (a timeline entry: unless it is a drop)
@@ -192,6 +193,8 @@ class CommitBatch:
     deferred_inputs: int = 0
     #: when the first of ``deferred`` was flushed (monotonic)
     deferred_since: float = 0.0
+    #: how long table writes may wait behind a backlog (``DEFER_STATE_AFTER_S``; 0: they never wait)
+    defer_state_s: float = DEFER_STATE_AFTER_S
 
     def __len__(self) -> int:
         return len(self.unacked) + len(self.deferred)
@@ -225,12 +228,12 @@ class CommitBatch:
 
     def state_due(self) -> bool:
         """Are deferred table writes to be flushed now (``DEFER_STATE_RECORDS``,
-        ``DEFER_STATE_AFTER_S``)?"""
+        ``defer_state_s``)?"""
         if not self.deferred:
             return False
         return (
             len(self.deferred) + len(self.unacked) >= DEFER_STATE_RECORDS
-            or self.clock() - self.deferred_since >= DEFER_STATE_AFTER_S
+            or self.clock() - self.deferred_since >= self.defer_state_s
         )
 
     def time_left(self) -> float:
@@ -238,7 +241,7 @@ class CommitBatch:
         due, or empty)."""
         left: list[float] = []
         if self.deferred:
-            left.append(max(0.0, DEFER_STATE_AFTER_S - (self.clock() - self.deferred_since)))
+            left.append(max(0.0, self.defer_state_s - (self.clock() - self.deferred_since)))
         if self.unacked:
             if self.waited_on_since is not None:
                 left.append(max(0.0, FLUSH_AFTER_S - (self.clock() - self.waited_on_since)))
@@ -250,8 +253,9 @@ class CommitBatch:
         """Land the batch (tables and outputs), then ack its messages once Kafka has it all.
 
         With ``keep_state`` (the pipeline is behind the broker), unless the deferred table writes
-        are due (:meth:`state_due`), only the batch's outputs are flushed: its table writes keep
-        waiting, and its messages are acked with the flush that takes them. A record whose outputs
+        are due (:meth:`state_due`) or never wait (``defer_state_s`` 0), only the batch's outputs
+        are flushed: its table writes keep waiting, and its messages are acked with the flush that
+        takes them. A record whose outputs
         went out before its state is read again after a crash or a rebalance, from the state it
         was first processed on: its outputs come back identical.
 
@@ -265,7 +269,7 @@ class CommitBatch:
             raise RuntimeError("the shell has no producer yet")
         async with self.flushing:
             generation = self.generation
-            keep = keep_state and not self.state_due()
+            keep = keep_state and self.defer_state_s > 0 and not self.state_due()
             if keep and not self.unacked:
                 return  # nothing new: the deferred table writes are not due yet
             messages, self.unacked = self.unacked, []
@@ -413,6 +417,8 @@ class PipelineShell:
     start_offset: dict[tuple[str, int], int] = field(default_factory=dict)
     consumer: Any = None
     sweep_every_s: float = SWEEP_EVERY_S
+    #: how long table writes may wait behind a backlog (``CommitBatch.defer_state_s``)
+    defer_state_s: float = DEFER_STATE_AFTER_S
     tp_factory: Callable[[str, int], Any] | None = None
     #: when the pipeline last gave the event loop a turn (monotonic)
     yielded_at: float = 0.0
@@ -447,7 +453,7 @@ class PipelineShell:
     caught_now: dict[tuple[str, int], bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.batch = CommitBatch(self.store.writes, metrics=self.metrics)
+        self.batch = CommitBatch(self.store.writes, metrics=self.metrics, defer_state_s=self.defer_state_s)
 
     def caught_up(self, suffix: str, partition: int) -> bool:
         """Has this worker seen every record of the topic-partition up to its high watermark?"""

@@ -97,6 +97,7 @@ def build_worker_app(
         out_topics=out_topics,
         control_topic=control,
         sweep_every_s=settings.dedup_sweep_s,
+        defer_state_s=settings.defer_state_s,
         metrics=metrics,
         claims=claims,
     )

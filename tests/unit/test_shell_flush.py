@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
@@ -47,7 +46,7 @@ class HeldProducer(RecordingProducer):
 
 
 def shell_over(
-    tmp_path: Path, producer: RecordingProducer, acked: Acked | None = None
+    tmp_path: Path, producer: RecordingProducer, acked: Acked | None = None, **options: Any
 ) -> tuple[PipelineShell, list[BaseException]]:
     tables = {
         name: FakeTable(FakeStore(tmp_path / name), FakeTopic(f"app-{name}-changelog"))
@@ -70,6 +69,7 @@ def shell_over(
         store=FaustStore(guardian, PendingWrites(guardian.batched(), guardian.access)),
         out_topics={k: getattr(names, k) for k in ("decisions", "dispatch", "timeline", "deadletter")},
         control_topic=None,
+        **options,
     )
     shell.batch.producer = lambda: producer
     shell.batch.on_lost = on_lost
@@ -401,13 +401,11 @@ class Behind:
         return 5
 
 
-def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_due(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_due(tmp_path: Path) -> None:
     """Caught up with the inbox while more records wait on the broker (a backlog), the pipeline
     does not flush a batch that is not due: it waits for the next records, at most until due.
     Still behind, the due batch's outputs go out and its table writes wait, at most
-    ``DEFER_STATE_AFTER_S``: its records are acked with them."""
+    ``defer_state_s``: its records are acked with them."""
     from faust.types import TP
 
     from streams import agents
@@ -431,7 +429,7 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
             await flush(keep_state)
 
         shell.flush = counted_flush  # type: ignore[method-assign]
-        monkeypatch.setattr(agents, "DEFER_STATE_AFTER_S", 0.05)  # on the event loop's clock
+        shell.batch.defer_state_s = 0.05  # on the event loop's clock
         loop = asyncio.ensure_future(task.loop())
         await shell.receive(Noted(0, acked))
         for _ in range(20):
@@ -642,11 +640,13 @@ def deferred_batches(shell: PipelineShell, n: int) -> None:
     shell.batch.add(f"event-{n}")
 
 
-def deferring_shell(tmp_path: Path) -> tuple[PipelineShell, RecordingProducer, Acked, list[BaseException]]:
+def deferring_shell(
+    tmp_path: Path, **options: Any
+) -> tuple[PipelineShell, RecordingProducer, Acked, list[BaseException]]:
     """A shell whose producer delivers at once, on a clock the test moves."""
     producer = RecordingProducer()
     released = Acked()
-    shell, lost = shell_over(tmp_path, producer, released)
+    shell, lost = shell_over(tmp_path, producer, released, **options)
     shell.batch.clock = Clock()
     return shell, producer, released, lost
 
@@ -700,6 +700,26 @@ def test_deferred_table_writes_go_with_the_batch_once_the_pipeline_caught_up_or_
         await shell.flush(keep_state=True)
         shell.batch.unacked = [f"more-{i}" for i in range(agents.DEFER_STATE_RECORDS)]
         assert shell.batch.state_due() and shell.batch.due()
+
+    asyncio.run(main())
+
+
+def test_with_deferral_off_a_batch_behind_the_broker_writes_its_tables_and_is_acked_at_once(
+    tmp_path: Path,
+) -> None:
+    """``GUARDIAN_DEFER_STATE_S=0``: behind the broker too, every flush writes its devices' state
+    with its outputs, and its records are acked (their offsets committed) as soon as Kafka has both."""
+
+    async def main() -> None:
+        shell, producer, released, lost = deferring_shell(tmp_path, defer_state_s=0.0)
+        for n in range(2):
+            deferred_batches(shell, n)
+            await shell.flush(keep_state=True)
+            await asyncio.gather(*shell.batch.acking)
+            assert released.acked == [f"event-{i}" for i in range(n + 1)] and not shell.batch.deferred
+        entries = [records for topic, _, records in producer.batches if topic == "app-devices-changelog"]
+        assert [len(records) for records in entries] == [1, 1]  # the entry written with each batch
+        assert shell.batch.time_left() == 0.0 and not shell.batch.due() and lost == []
 
     asyncio.run(main())
 

@@ -346,19 +346,33 @@ def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path
 # -- settings -------------------------------------------------------------------------------------
 
 
-def test_web_and_readiness_settings() -> None:
+def test_web_readiness_and_deferral_settings(tmp_path: Path) -> None:
+    from streams.worker import build_worker_app
+
     s = Settings.from_env({})
-    assert (s.web_port, s.web_host, s.ready_timeout_s) == (6066, "127.0.0.1", 60.0)
+    assert (s.web_port, s.web_host, s.ready_timeout_s, s.defer_state_s) == (6066, "127.0.0.1", 60.0, 2.0)
     s = Settings.from_env(
-        {"GUARDIAN_WEB_PORT": "0", "GUARDIAN_WEB_HOST": "0.0.0.0", "GUARDIAN_READY_TIMEOUT_S": "5"}
+        {
+            "GUARDIAN_WEB_PORT": "0",
+            "GUARDIAN_WEB_HOST": "0.0.0.0",
+            "GUARDIAN_READY_TIMEOUT_S": "5",
+            "GUARDIAN_DEFER_STATE_S": "0",
+            "GUARDIAN_DATA_DIR": str(tmp_path),
+        }
     )
-    assert (s.web_port, s.web_host, s.ready_timeout_s) == (0, "0.0.0.0", 5.0)
-    for env in (
-        {"GUARDIAN_WEB_PORT": "http"},
-        {"GUARDIAN_WEB_PORT": "70000"},
-        {"GUARDIAN_READY_TIMEOUT_S": "0"},
+    assert (s.web_port, s.web_host, s.ready_timeout_s, s.defer_state_s) == (0, "0.0.0.0", 5.0, 0.0)
+    app, shell = build_worker_app(s, bootstrap="127.0.0.1:9", worker_id="t")
+    assert shell.batch.defer_state_s == 0.0  # the worker's flushes never keep table writes back
+    app.consumer._thread.thread_loop.close()
+    for env, says in (
+        ({"GUARDIAN_WEB_PORT": "http"}, "GUARDIAN_WEB_PORT must be a port number"),
+        ({"GUARDIAN_WEB_PORT": "70000"}, "GUARDIAN_WEB_PORT must be between"),
+        ({"GUARDIAN_READY_TIMEOUT_S": "0"}, "GUARDIAN_READY_TIMEOUT_S must be more than 0"),
+        ({"GUARDIAN_DEFER_STATE_S": "soon"}, "GUARDIAN_DEFER_STATE_S must be a number of seconds"),
+        ({"GUARDIAN_DEFER_STATE_S": "-1"}, "GUARDIAN_DEFER_STATE_S must be between 0 \\(off\\) and 60"),
+        ({"GUARDIAN_DEFER_STATE_S": "nan"}, "GUARDIAN_DEFER_STATE_S must be between"),
     ):
-        with pytest.raises(SettingsError):
+        with pytest.raises(SettingsError, match=f"^{says}"):
             Settings.from_env(env)
 
 
