@@ -94,6 +94,9 @@ PRODUCER_BUFFER_MESSAGES = 20_000
 MERGE_TICK_S = 0.05
 CONFIRM_EVERY_S = 0.2
 SWEEP_EVERY_S = 60.0
+#: records past the next one skipped after a seek back to it before the worker seeks again (what
+#: was fetched before the seek, in faust's fetch loop and the inbox, is fewer)
+REREAD_SKIP_MAX = 4 * INBOX_MAX
 #: the timers ``register_agents`` declares
 TIMERS = ("guardian.merge", "guardian.positions", "guardian.confirm", "guardian.sweep", "guardian.gc")
 #: the cyclic garbage collector's view of the long-lived state (see ``YoungOnlyCollector``)
@@ -415,6 +418,10 @@ class PipelineShell:
     #: (suffix, partition) -> where faust's fetch restarted, for those with no record seen yet
     #: (``learn_positions``)
     start_offset: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: (suffix, partition) -> the offset of the record the pipeline is to be handed next since the
+    #: last rebalance (:meth:`in_order`), and the last jump past it it read the partition again for
+    read_next: dict[tuple[str, int], int] = field(default_factory=dict)
+    read_again: dict[tuple[str, int], tuple[int, int, int]] = field(default_factory=dict)
     consumer: Any = None
     sweep_every_s: float = SWEEP_EVERY_S
     #: how long table writes may wait behind a backlog (``CommitBatch.defer_state_s``)
@@ -488,6 +495,112 @@ class PipelineShell:
     def new_turn(self) -> None:
         """The pipeline is back from a turn of the event loop: what it knew may have moved."""
         self.caught_now.clear()
+
+    async def in_order(self, suffix: str, message: Any) -> bool:
+        """Is ``message`` the next record of its topic-partition (since the last rebalance: the
+        one at the committed offset, or the log's beginning when nothing is committed)? Only such
+        a record is processed: every record is processed once, in the log's order, and none is
+        acked (then committed) before those before it.
+
+        faust's fetch loop hands over what its read offset lets through, and around a rebalance
+        that offset can be ahead of what the pipeline was given (records fetched before the
+        rebalance and dropped with the inbox, or read while the partitions were sought back): the
+        pipeline was then handed records past ones it never saw, and the commit passed them (in
+        ``guardian bench``'s scale-out part, up to 1,250 records of a partition neither processed
+        nor dead-lettered). A record before the next one was seen already in this assignment and
+        is skipped. A record past it is not processed: the partition is sought back to the next
+        one and read again from there (``guardian_input_reread_total``, and a log line); should
+        the same record come first again, the log has no records in between (transaction
+        markers, compaction) and the pipeline goes on from it, the offsets between counted as
+        acked."""
+        key = (suffix, int(message.partition))
+        offset = int(message.offset)
+        expected = self.read_next.get(key)
+        if expected is None:
+            generation = self.batch.generation
+            expected = await self.first_offset(message.topic, key[1])
+            if generation != self.batch.generation:
+                return False  # a rebalance came meanwhile: read again by the partition's owner
+            if expected is None:  # not known (no consumer): the record starts the partition's order
+                expected = offset
+        if offset == expected:
+            self.read_next[key] = offset + 1
+            self.read_again.pop(key, None)
+            return True
+        if offset < expected:
+            return False  # handed over again (read again after a seek): processed already
+        tp = self.tp_factory(message.topic, key[1]) if self.tp_factory is not None else None
+        again = self.read_again.get(key)
+        if again is not None and again[0] == expected and offset != again[1]:
+            # fetched before the seek back to ``expected``: the records read again come after it
+            skipped = again[2] + 1
+            self.read_again[key] = (expected, again[1], skipped)
+            if skipped <= REREAD_SKIP_MAX:
+                return False
+            again = None  # the records read again never came: seek again
+        if again is not None and again[:2] == (expected, offset):
+            log.warning(
+                "guardian: %s:%d has no records from offset %d to %d (transaction markers or "
+                "compaction); going on from %d",
+                suffix,
+                key[1],
+                expected,
+                offset - 1,
+                offset,
+            )
+            self.read_next[key] = offset + 1
+            del self.read_again[key]
+            if tp is not None and hasattr(self.consumer, "add_log_gap"):
+                await self.consumer.add_log_gap(tp, expected, offset - 1)
+            return True
+        self.read_again[key] = (expected, offset, 0)
+        if again is None or again[0] != expected:
+            # once per place read again from: records fetched before it keep coming until the
+            # fetch from it arrives, each sought back again (faust's fetch loop moves its read
+            # offset past the place with each of them)
+            log.warning(
+                "guardian: %s:%d handed over offset %d while %d is next (fetched before a "
+                "rebalance); reading the partition again from %d",
+                suffix,
+                key[1],
+                offset,
+                expected,
+                expected,
+            )
+            if self.metrics is not None:
+                self.metrics.input_reread.inc()
+        if tp is not None and self.consumer is not None:
+            try:
+                # in the consumer's own thread (faust's ``seek`` calls the client from this one,
+                # racing its fetcher: a KeyError in aiokafka's fetched records stopped a worker)
+                await self.consumer.seek_wait({tp: expected})
+            except (KafkaError, TimeoutError) as exc:  # e.g. the partition was taken away meanwhile
+                log.warning("guardian: %s:%d could not be read again (%r)", suffix, key[1], exc)
+                self.read_again.pop(key, None)  # the next record past it tries again
+        return False
+
+    async def first_offset(self, topic: str, partition: int) -> int | None:
+        """Where this assignment's reading of a topic-partition begins: its committed offset (as
+        faust's seek found it, else as the broker has it now: faust's fetch loop may hand records
+        over before that seek), or the log's beginning when nothing is committed; None when not
+        known (no consumer, or the broker did not answer: then the first record handed over is
+        taken for it)."""
+        consumer = self.consumer
+        if consumer is None or self.tp_factory is None:
+            return None
+        tp = self.tp_factory(topic, partition)
+        offset = faust_seam.committed_offsets(consumer).get(tp)
+        try:
+            if offset is None and hasattr(consumer, "broker_committed"):
+                offset = await consumer.broker_committed(tp)
+            if offset is not None:
+                return int(offset)
+            earliest = await consumer.earliest_offsets(tp)
+        except KafkaError as exc:
+            log.warning("guardian: the beginning of %s is not known (%r): reading on from here", tp, exc)
+            return None
+        first = earliest.get(tp)
+        return None if first is None else int(first)
 
     async def learn_positions(self) -> None:
         """Where this worker stands in each input topic-partition it has not seen a record of
@@ -623,6 +736,8 @@ class PipelineShell:
         self.drop_unflushed()
         self.next_offset.clear()
         self.start_offset.clear()
+        self.read_next.clear()
+        self.read_again.clear()
         self.new_turn()
 
     async def revoked(self) -> None:
@@ -999,12 +1114,23 @@ class PipelineTask:
         """What was taken from the inbox, in order, through the merge (flushing what is due)."""
         shell = self.shell
         generation = shell.batch.generation
+        read_next = shell.read_next
         self.busy = True
         try:
             for message in taken:
                 if shell.batch.generation != generation:
                     break  # a rebalance came during a flush: the rest is read again after it
                 suffix = shell.names.suffix_of(message.topic)
+                if suffix is not None:
+                    key = (suffix, message.partition)
+                    if read_next.get(key) == message.offset:  # the common case: the next record
+                        read_next[key] = message.offset + 1
+                        if shell.read_again:
+                            shell.read_again.pop(key, None)
+                    elif not await shell.in_order(suffix, message):
+                        continue
+                    elif shell.batch.generation != generation:
+                        break  # a rebalance came while the partition's start was asked for
                 if suffix in self.merge_suffixes:
                     assert suffix is not None
                     self.merge(suffix, message)

@@ -205,9 +205,42 @@ def gather_while_flowing(fetcher: Any) -> None:
     fetcher._proc_fetch_request = proc_fetch_request
 
 
+class ReadOffsets(dict[Any, Any]):
+    """faust's read offsets (topic-partition -> the last offset its fetch loop handed over), read
+    as unknown for the topics handed to the pipeline (:class:`BatchConductor`).
+
+    faust's fetch loop drops a record below its read offset and takes a jump past it for offsets
+    missing from the log. Around a rebalance that offset can be ahead of what the pipeline was
+    given (records fetched before the rebalance, dropped with the inbox), and the records read
+    again were dropped: the pipeline checks each partition's order itself
+    (``PipelineShell.in_order``: a record seen already is skipped there, a record past the next
+    one makes it read the partition again), so for its topics faust hands over every record."""
+
+    def __init__(self, batch_topics: Callable[[], frozenset[str]]) -> None:
+        super().__init__()
+        self.batch_topics = batch_topics
+
+    def __missing__(self, tp: Any) -> None:
+        return None
+
+    def __getitem__(self, tp: Any) -> Any:
+        if tp.topic in self.batch_topics():
+            return None
+        return super().__getitem__(tp)
+
+
 class EagerConsumer(faust_aiokafka.Consumer):
     """faust's aiokafka consumer, handing each fetched message over without a task per message;
-    its thread is a :class:`ShortFetchConsumerThread`."""
+    its thread is a :class:`ShortFetchConsumerThread`; its read offsets are :class:`ReadOffsets`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+        def batch_topics() -> frozenset[str]:
+            conductor = self.app.topics
+            return conductor.batch_topics if isinstance(conductor, BatchConductor) else frozenset()
+
+        self._read_offset = ReadOffsets(batch_topics)
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return ShortFetchConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -265,9 +298,35 @@ class EagerConsumer(faust_aiokafka.Consumer):
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
         """Offsets missing from a partition's log (``offset_from`` to the record in hand, as faust
         calls it) count as acked; faust's own counts the record in hand too, before it has been
-        processed (it is acked once its outputs are delivered)."""
+        processed (it is acked once its outputs are delivered).
+
+        Not for the topics handed to the pipeline (:class:`BatchConductor`): faust's fetch loop
+        takes any jump from its read offset for a gap, and around a rebalance that offset can be
+        ahead of or behind what the pipeline was given (a record fetched before the rebalance and
+        handed over after it), so the records in between were counted as acked and committed
+        without ever being processed. The pipeline checks each partition's offsets itself
+        (``PipelineShell.in_order``) and reports the gaps the log really has
+        (:meth:`add_log_gap`)."""
+        conductor = self.app.topics
+        if isinstance(conductor, BatchConductor) and tp.topic in conductor.batch_topics:
+            return
         if offset_to > offset_from:
             await super()._add_gap(tp, offset_from, offset_to - 1)
+
+    async def broker_committed(self, tp: TP) -> int | None:
+        """``tp``'s committed offset as the broker has it now (None: nothing committed); faust's
+        own view of it (``_committed_offset``) is empty from a revocation until its seek after the
+        tables are recovered, while its fetch loop may already hand records over."""
+        thread = self._thread
+        client = _attr(thread, "_ensure_consumer", "faust AIOKafkaConsumerThread")()
+        offset = await thread.call_thread(client.committed, tp)
+        return int(offset) if offset is not None and offset >= 0 else None
+
+    async def add_log_gap(self, tp: TP, first: int, last: int) -> None:
+        """Offsets ``first`` to ``last`` are not in the partition's log (e.g. transaction
+        markers): they count as acked, so the commit can pass them."""
+        if last >= first:
+            await super()._add_gap(tp, first, last)
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
         """Seek every assigned partition to its committed offset, and those of the stream's topics

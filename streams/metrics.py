@@ -106,6 +106,13 @@ class GuardianMetrics:
             "Records of the internal control topic that could not be used (each one is logged).",
             registry=r,
         )
+        self.input_reread = Counter(
+            "guardian_input_reread_total",
+            "Times a worker was handed a record past the next one of its topic-partition (records "
+            "fetched before a rebalance and dropped) and read the partition again from that one "
+            "(each one is logged).",
+            registry=r,
+        )
         self.model_calls = Counter(
             "guardian_model_calls_total",
             "HTTP calls to the model backend, per outcome (ok, http_429, http_5xx, http_4xx, timeout, "

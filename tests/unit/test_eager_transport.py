@@ -265,7 +265,7 @@ def _fetch_loop_takes(consumer: Any, tp: Any, offset: int) -> None:
     consumer._read_offset[tp] = offset
 
 
-def _processed(consumer: Any, tp: Any, offsets: range) -> None:
+def _processed(consumer: Any, tp: Any, offsets: range | list[int]) -> None:
     """The pipeline delivered these records' outputs: acked, as ``ack_all`` does."""
     for offset in offsets:
         if offset not in consumer._acked_index[tp]:
@@ -358,5 +358,60 @@ def test_a_gap_in_the_log_counts_only_the_missing_offsets_as_acked() -> None:
         _processed(consumer, tp, range(10, 11))
         assert consumer._new_offset(tp) == 12
         assert consumer._acked[tp] == []  # nothing acked twice, nothing left over
+    finally:
+        consumer._thread.thread_loop.close()
+
+
+def test_a_jump_in_a_topic_handed_to_the_pipeline_is_not_taken_for_a_gap_in_the_log() -> None:
+    """faust's fetch loop takes any jump from its read offset for offsets missing from the log and
+    counts them as acked; around a rebalance that read offset can be ahead of what the pipeline
+    was given, so the commit passed records nobody processed. For the pipeline's topics only the
+    gaps the pipeline found in the log count (``add_log_gap``)."""
+    from faust.types import TP
+
+    app = GuardianApp("eager-no-gap", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    consumer: Any = app.consumer
+    mine, other = TP("in", 0), TP("elsewhere", 0)
+
+    async def sink(message: Any) -> None:
+        return None
+
+    app.topics.route({"in"}, sink)
+    try:
+        consumer._committed_offset.update({mine: 7, other: 7})
+        for tp in (mine, other):
+            for offset in (7, 10, 11):  # the fetch loop saw 8 and 9 go by unread
+                _fetch_loop_takes(consumer, tp, offset)
+            _processed(consumer, tp, [7, 10, 11])
+        assert consumer._new_offset(other) == 12  # faust's own topics: a gap in the log
+        assert consumer._new_offset(mine) == 8  # 8 and 9 were never processed: not past them
+        asyncio.run(consumer.add_log_gap(mine, 8, 9))  # the pipeline found the log has none
+        assert consumer._new_offset(mine) == 12
+    finally:
+        consumer._thread.thread_loop.close()
+
+
+def test_the_fetch_loop_drops_no_record_of_a_topic_handed_to_the_pipeline() -> None:
+    """faust's fetch loop drops a record below its read offset; around a rebalance that offset
+    could be past records fetched before it and dropped with the inbox, so the records read again
+    never reached the pipeline. For the pipeline's topics the read offset reads as unknown (the
+    pipeline skips what it has seen itself); faust's own topics keep it."""
+    from faust.types import TP
+
+    app = GuardianApp("eager-read", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
+    consumer: Any = app.consumer
+
+    async def sink(message: Any) -> None:
+        return None
+
+    app.topics.route({"in"}, sink)
+    try:
+        mine, other = TP("in", 0), TP("elsewhere", 0)
+        consumer._read_offset.update({mine: 2_518, other: 2_518})
+        read = consumer._read_offset.__getitem__  # as faust's fetch loop looks it up
+        assert read(mine) is None and read(other) == 2_518 and read(TP("elsewhere", 1)) is None
+        _fetch_loop_takes(consumer, mine, 1_300)  # read again after a seek back: handed over
+        with pytest.raises(AssertionError, match="read already"):
+            _fetch_loop_takes(consumer, other, 1_300)
     finally:
         consumer._thread.thread_loop.close()

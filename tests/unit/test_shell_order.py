@@ -9,11 +9,13 @@ from the consumer's fetch position, which counts records already fetched but not
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from faust.types import TP
 
 from tests.unit.test_shell_flush import Acked, HeldProducer, shell_over
@@ -364,5 +366,147 @@ def test_a_merge_releasing_a_long_held_backlog_lets_the_event_loop_run_between_s
             mine = [m.offset for m in released if m.partition == p]
             assert mine == sorted(mine)  # each partition in order
         assert other_work == [agents.MERGE_SLICE]  # ran after the first slice, not the whole backlog
+
+    asyncio.run(main())
+
+
+class Control(Message):
+    """A record of the control topic (a confirmation, for a device the worker does not know)."""
+
+    key = b"dev-1"
+    value = b'{"op": "confirm", "device_id": "dev-1"}'
+
+
+class Reading:
+    """faust's consumer as the pipeline's order check sees it: committed offsets, the log's
+    beginning, and the seeks and gaps it is asked for."""
+
+    def __init__(self, committed: dict[Any, int | None], earliest: int = 0) -> None:
+        self._committed_offset = committed
+        #: the broker's committed offsets (faust's own view is empty until its seek)
+        self.broker: dict[Any, int | None] = {}
+        self.earliest = earliest
+        self.sought: list[tuple[Any, int]] = []
+        self.gaps: list[tuple[Any, int, int]] = []
+
+    def highwater(self, tp: Any) -> int:
+        return 1_000
+
+    async def earliest_offsets(self, *tps: Any) -> dict[Any, int]:
+        return dict.fromkeys(tps, self.earliest)
+
+    async def broker_committed(self, tp: Any) -> int | None:
+        return self.broker.get(tp)
+
+    async def seek_wait(self, partitions: dict[Any, int]) -> None:
+        self.sought.extend(partitions.items())
+
+    async def add_log_gap(self, tp: Any, first: int, last: int) -> None:
+        self.gaps.append((tp, first, last))
+
+
+def reading_task(tmp_path: Path, committed: int | None, earliest: int = 0) -> tuple[Any, Reading, Any]:
+    """The pipeline task over a shell whose consumer is :class:`Reading` (control partition 0)."""
+    from streams.agents import PipelineTask
+
+    shell, _ = shell_over(tmp_path, HeldProducer())
+    tp = TP(shell.names.control, 0)
+    consumer = Reading({tp: committed}, earliest)
+    shell.consumer, shell.tp_factory = consumer, TP
+    return PipelineTask(app=None, shell=shell), consumer, tp
+
+
+def controls(task: Any, *offsets: int) -> list[Control]:
+    return [Control(task.shell.names.control, 0, offset, 1_000 + offset) for offset in offsets]
+
+
+def processed(task: Any) -> list[int]:
+    """The offsets of the records the pipeline processed (in its batch: acked once delivered)."""
+    return [int(m.offset) for m in task.shell.batch.unacked]
+
+
+def test_a_record_handed_over_past_the_next_one_is_not_processed_and_its_partition_is_read_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records fetched before a rebalance and dropped with the inbox left faust's fetch loop past
+    them: the pipeline was handed the records after them, and their commit passed records nobody
+    processed (outputs missing, later records judged on a state without them). A record past the
+    next one is not processed; the partition is read again from the next one, and records seen
+    already are skipped."""
+
+    async def main() -> None:
+        task, consumer, tp = reading_task(tmp_path, committed=5)
+        with caplog.at_level(logging.WARNING, logger="streams.agents"):
+            await task.work_through(controls(task, 5, 6, 9, 10))  # 7 and 8 were dropped
+        assert processed(task) == [5, 6]
+        assert consumer.sought == [(tp, 7)]  # read again from 7 (10 was fetched before the seek)
+        said = [r.getMessage() for r in caplog.records if "reading the partition again" in r.getMessage()]
+        assert said == [
+            "guardian: control:0 handed over offset 9 while 7 is next (fetched before a "
+            "rebalance); reading the partition again from 7"
+        ]
+        await task.work_through(controls(task, 7, 8, 6, 9, 10))  # read again (6: seen already)
+        assert processed(task) == [5, 6, 7, 8, 9, 10] and consumer.gaps == []
+
+    asyncio.run(main())
+
+
+def test_after_a_rebalance_a_partition_is_read_from_its_committed_offset_or_the_logs_beginning(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        task, consumer, tp = reading_task(tmp_path, committed=100)
+        await task.work_through(controls(task, 250, 251))  # fetched before the rebalance
+        assert processed(task) == [] and consumer.sought == [(tp, 100)]
+        await task.work_through(controls(task, 100, 101))
+        assert processed(task) == [100, 101]
+        task.shell.rebalanced()
+        consumer._committed_offset[tp] = None  # faust's seek still to come; the broker has 120
+        consumer.broker[tp] = 120
+        await task.work_through(controls(task, 120, 121))
+        assert processed(task) == [120, 121]  # (a rebalance drops what was not flushed)
+        task.shell.rebalanced()
+        consumer.broker[tp] = None  # nothing committed: the log's beginning (3)
+        consumer.earliest = 3
+        await task.work_through(controls(task, 3, 4))
+        assert processed(task) == [3, 4]
+        assert consumer.sought == [(tp, 100)]
+
+    asyncio.run(main())
+
+
+def test_offsets_the_log_does_not_have_are_passed_once_read_again(tmp_path: Path) -> None:
+    """Offsets with no record (transaction markers, compaction): read again from the next offset,
+    the same record comes first, so the pipeline goes on from it and the offsets between count as
+    acked (the commit passes them)."""
+
+    async def main() -> None:
+        task, consumer, tp = reading_task(tmp_path, committed=10)
+        await task.work_through(controls(task, 12))
+        assert processed(task) == [] and consumer.sought == [(tp, 10)]
+        await task.work_through(controls(task, 12, 13))
+        assert processed(task) == [12, 13]
+        assert consumer.gaps == [(tp, 10, 11)] and consumer.sought == [(tp, 10)]
+
+    asyncio.run(main())
+
+
+def test_a_seek_back_whose_records_never_come_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records past the next one keep coming after the seek back (more than were fetched before
+    it): the seek is made again, so a partition is never left skipping its records."""
+    from streams import agents
+
+    monkeypatch.setattr(agents, "REREAD_SKIP_MAX", 2)
+
+    async def main() -> None:
+        task, consumer, tp = reading_task(tmp_path, committed=7)
+        await task.work_through(controls(task, 9, 10, 11))
+        assert consumer.sought == [(tp, 7)]
+        await task.work_through(controls(task, 12))
+        assert consumer.sought == [(tp, 7), (tp, 7)] and processed(task) == []
+        await task.work_through(controls(task, 7, 8, 9))
+        assert processed(task) == [7, 8, 9] and consumer.gaps == []
 
     asyncio.run(main())
