@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEVICES ?= 20
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-unit check demo reliability bench bench-quick kafka-up kafka-down clean
+.PHONY: venv test test-unit check demo reliability chaos bench bench-quick kafka-up kafka-down clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ demo: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/guardian kafka fetch
 	$(BIN)/python -m pytest -m reliability $(PYTEST_ARGS)
+
+## make chaos [SEED=n] [DURATION=s] [SHAPE=storm|scale]: one seeded chaos run against replay (see README).
+SEED ?=
+DURATION ?= 240
+SHAPE ?= storm
+chaos: $(STAMP)
+	$(BIN)/guardian kafka fetch
+	$(BIN)/python -m chaos $(if $(SEED),--seed $(SEED)) --duration $(DURATION) --shape $(SHAPE)
 
 bench: $(STAMP)
 	$(BIN)/guardian bench --out out/bench

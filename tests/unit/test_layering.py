@@ -33,6 +33,8 @@ ALLOWED = {
         "report",
         "bench",
     },
+    # the chaos run drives the product from outside: processes, the broker, export and replay
+    "chaos": {"chaos", "guardian", "streams", "topics", "config"},
 }
 #: the layers holding the judgement and the state model: plain Python, no faust and no Kafka client
 PURE = {"config", "topics", "tables", "supervisor", "pipeline", "report"}
@@ -48,6 +50,7 @@ PROJECT = {
     "simulator",
     "report",
     "bench",
+    "chaos",
 }
 
 
