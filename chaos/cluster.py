@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,6 +67,8 @@ class WorkerPool:
     size: int
     env: dict[str, str]
     logs: Path
+    #: the workers' table folders (one per worker ID, below GUARDIAN_DATA_DIR)
+    tables_dir: Path
     say: Callable[[str], None]
     started_at: float = field(default_factory=time.monotonic)
     slots: list[WorkerProc | None] = field(default_factory=list)
@@ -166,8 +169,8 @@ class WorkerPool:
             del self.due[slot]
             old = self.slots[slot]
             worker_id = old.worker_id if old is not None else f"c{slot}"
-            if fresh:
-                worker_id = f"c{slot}-{self.starts}"
+            if fresh:  # the same identity on a machine that lost its disk: tables from the changelogs
+                shutil.rmtree(self.tables_dir / worker_id, ignore_errors=True)
             self._start(slot, worker_id)
             self.say(f"worker {worker_id} started in slot {slot}" + (" (fresh tables)" if fresh else ""))
 

@@ -128,7 +128,7 @@ class ChaosRun:
     async def _live(self, bootstrap: str) -> None:
         c = self.config
         self.started = time.monotonic()
-        self.pool = WorkerPool(c.workers, self.env, c.out / "logs", self.log)
+        self.pool = WorkerPool(c.workers, self.env, c.out / "logs", c.out / "data" / "worker", self.log)
         self.pool.start_all()
         settings = Settings.from_env({"GUARDIAN_TOPIC_PREFIX": self.prefix})
         watch = ProgressWatch(
@@ -155,6 +155,14 @@ class ChaosRun:
                 if p.returncode is None:
                     p.kill()
         self._judge(watch)
+        with (self.config.out / "progress.jsonl").open("wb") as fh:
+            for sample in watch.samples:
+                row = {
+                    "at_s": round(sample.at_s, 2),
+                    "committed": {f"{t}[{p}]": o for (t, p), o in sorted(sample.committed.items())},
+                    "ends": {f"{t}[{p}]": o for (t, p), o in sorted(sample.ends.items())},
+                }
+                fh.write(orjson.dumps(row) + b"\n")
 
     async def _upkeep(self, stop: asyncio.Event) -> None:
         assert self.pool is not None

@@ -8,8 +8,9 @@ Two shapes:
   stress killer sends them) and the broker stopped for 70 s;
 - ``scale``: SIGKILLs only (each one a rebalance of a larger group), every 15-40 s.
 
-After a worker dies the run starts another after 1-5 s, on the dead one's table folder or (one time
-in three) on a fresh one, as a process supervisor would.
+After a worker dies the run starts it again under its own ID after 1-5 s, on its table folder or
+(one time in three) on an empty one (a machine that lost its disk: tables recovered from the
+changelogs), as a process supervisor would.
 """
 
 from __future__ import annotations
