@@ -57,6 +57,7 @@ from aiokafka.structs import TopicPartition
 from bench import kafka_ops
 from bench.core_bench import run_core_bench
 from bench.gate_bench import run_gate_bench
+from bench.sizes import FULL, QUICK, Sizes
 from bench.svg import write_svg
 from bench.timing import acked_rate, pct, probe_latencies
 from bench.workload import (
@@ -85,42 +86,6 @@ TARGETS = {
     "replay_records_per_s": (">=", 40_000.0),
     "replay_rss_mb_1m_records": ("<=", 600.0),
 }
-
-
-@dataclass(frozen=True)
-class Sizes:
-    devices: int
-    records: int
-    latency_devices: int
-    #: the steady load's first seconds, before the measured ones (probes sent then are reported
-    #: apart: the worker's caches and the broker's JIT compiler settle meanwhile)
-    warmup_s: float
-    latency_s: float
-    probes_per_s: float
-    perf_records: int
-    micro_n: int
-
-
-QUICK = Sizes(
-    devices=2_000,
-    records=20_000,
-    latency_devices=130,
-    warmup_s=3.0,
-    latency_s=10.0,
-    probes_per_s=10.0,
-    perf_records=200_000,
-    micro_n=20_000,
-)
-FULL = Sizes(
-    devices=10_000,
-    records=100_000,
-    latency_devices=800,
-    warmup_s=10.0,
-    latency_s=30.0,
-    probes_per_s=20.0,
-    perf_records=1_000_000,
-    micro_n=100_000,
-)
 
 
 def machine() -> dict[str, Any]:

@@ -30,18 +30,41 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import orjson
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from bench import kafka_ops
+from bench.sizes import Sizes
 from bench.workload import device_ids, measured_records, setup_end, setup_records
+from config.settings import Settings
 from topics.names import TopicNames
 
-if TYPE_CHECKING:
-    from bench.cli import Run
+
+class Run(Protocol):
+    """What this part needs of the bench's run (``bench.cli.Run``)."""
+
+    bootstrap: str
+    settings: Settings
+    sizes: Sizes
+    out: Path
+    work: Path
+    t0: int
+
+    @property
+    def partitions(self) -> int: ...
+
+    def say(self, text: str) -> None: ...
+
+    def spawn(self, worker: kafka_ops.Worker) -> kafka_ops.Worker: ...
+
+    def stop_all(self) -> None: ...
+
+    def worker_env(self) -> dict[str, str]: ...
+
 
 #: the output topics read back for the correctness check
 OUTPUTS = ("decisions", "dispatch", "timeline", "deadletter")
