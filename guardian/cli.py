@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
+from config.exitcodes import Exit
 from config.settings import Settings, SettingsError
 
 #: Exit status of a usage error (a bad flag or value).
@@ -31,7 +32,7 @@ COMMANDS: dict[str, str] = {
     "worker": "streams.worker:cmd_worker",
     "start": "guardian.start:cmd_start",
     "simulate": "simulator.cli:cmd_simulate",
-    "replay": "guardian.replay:cmd_replay",
+    "replay": "guardian.replay_cmd:cmd_replay",
     "export": "guardian.export:cmd_export",
     "bench": "bench.cli:cmd_bench",
     "schema export": "topics.schema:cmd_schema_export",
@@ -682,19 +683,20 @@ def _command_key(args: argparse.Namespace) -> str:
     return str(key)
 
 
-def _cross_checks(args: argparse.Namespace) -> str | None:
-    """Checks that involve two arguments; the message of the first that fails."""
+def _cross_checks(args: argparse.Namespace) -> tuple[int, str] | None:
+    """Checks that involve two arguments or an input file; (exit code, message) of the first that
+    fails: an input file that is missing is input that cannot be used (4), not a usage error."""
     for name in getattr(args, "files", None) or ():
         if name == "-":
             continue
         path = Path(name)
         if not path.exists():
-            return f"{name}: no such file"
+            return Exit.BAD_INPUT, f"{name}: no such file"
         if path.is_dir():
-            return f"{name} is a directory; name a kcat -C -J file"
+            return Exit.BAD_INPUT, f"{name} is a directory; name a kcat -C -J file"
     since, until = getattr(args, "since_ms", None), getattr(args, "until_ms", None)
     if since is not None and until is not None and since > until:
-        return f"--since-ms {since} is after --until-ms {until}"
+        return USAGE, f"--since-ms {since} is after --until-ms {until}"
     return None
 
 
@@ -718,11 +720,14 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.scenario = [s for group in args.scenario for s in group]
     problem = _cross_checks(args)
     if extras:
-        problem = f"{' '.join(extras)}: not an option of this command"
+        problem = USAGE, f"{' '.join(extras)}: not an option of this command"
     if problem is not None:
         prog = f"guardian {_command_key(args)}"
-        print(f"{prog}: {problem} (see '{prog} --help')", file=sys.stderr)
-        raise SystemExit(USAGE)
+        print(
+            f"{prog}: {problem[1]}" + (f" (see '{prog} --help')" if problem[0] == USAGE else ""),
+            file=sys.stderr,
+        )
+        raise SystemExit(problem[0])
     return args
 
 
@@ -735,8 +740,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args)
         func = getattr(importlib.import_module(module_name), func_name)
         return int(func(args, settings))
-    except SettingsError as exc:
-        print(f"guardian: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a bad setting, or a broken configuration file (the registry's)
+        from topics.registry import RegistryError
+
+        if not isinstance(exc, SettingsError | RegistryError):
+            raise
+        print(
+            f"guardian: {'broken registry: ' if isinstance(exc, RegistryError) else ''}{exc}", file=sys.stderr
+        )
         return USAGE
     except KeyboardInterrupt:
         return 130
