@@ -123,7 +123,8 @@ def open_input(name: str | Path) -> Iterator[IO[bytes]]:
     with contextlib.ExitStack() as stack:
         raw: Any
         if str(name) == "-":
-            raw = sys.stdin.buffer
+            # a terminal ends its input with one Ctrl-D, but reads on after it: read it up to there
+            raw = io.BytesIO(sys.stdin.buffer.read()) if sys.stdin.isatty() else sys.stdin.buffer
         else:
             try:
                 raw = stack.enter_context(Path(name).open("rb"))

@@ -79,10 +79,10 @@ def staged_outputs(out_dir: Path) -> Iterator[Path]:
         yield stage
         _publish(stage, out_dir)
     except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
         _remove_empty(created)
         raise
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    shutil.rmtree(stage, ignore_errors=True)
 
 
 def _make_dirs(out_dir: Path) -> list[Path]:
