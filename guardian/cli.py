@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from config.exitcodes import Exit
 from config.settings import Settings, SettingsError
+from guardian.paths import blocking_file
 
 #: Exit status of a usage error (a bad flag or value).
 USAGE = 2
@@ -163,6 +164,8 @@ def _new_dir(text: str) -> str:
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{text} exists and is not a directory")
+    if (blocker := blocking_file(path)) is not None:
+        raise ValueError(f"{text} cannot be created: {blocker} is a file")
     return text
 
 
@@ -172,6 +175,8 @@ def _new_file(text: str) -> str:
         raise ValueError("needs a file name, or '-' for standard output")
     if text != "-" and Path(text).is_dir():
         raise ValueError(f"{text} is a directory; name a file")
+    if text != "-" and (blocker := blocking_file(Path(text))) is not None:
+        raise ValueError(f"{text} cannot be created: {blocker} is a file")
     return text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -257,10 +258,12 @@ def test_stdin_on_a_terminal_says_it_waits_and_an_empty_input_warns(tmp_path: Pa
     os.close(terminal)
     try:
         assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], 60)  # a bounded wait for the notice
+        assert ready, "no notice on stderr"
         first = proc.stderr.readline().decode()
         assert first.startswith("guardian replay: reading kcat -C -J lines from standard input")
         os.write(controller, b"\x04")  # Ctrl-D: end of input
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=60)
     finally:
         os.close(controller)
         proc.kill()
