@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from config.exitcodes import Exit
-from config.settings import Settings, SettingsError
-from guardian.paths import blocking_file
+from config.settings import Settings
+from guardian.cli_checks import check_creatable, configuration_problem
 
 #: Exit status of a usage error (a bad flag or value).
 USAGE = 2
@@ -164,8 +164,7 @@ def _new_dir(text: str) -> str:
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{text} exists and is not a directory")
-    if (blocker := blocking_file(path)) is not None:
-        raise ValueError(f"{text} cannot be created: {blocker} is a file")
+    check_creatable(text)
     return text
 
 
@@ -175,8 +174,8 @@ def _new_file(text: str) -> str:
         raise ValueError("needs a file name, or '-' for standard output")
     if text != "-" and Path(text).is_dir():
         raise ValueError(f"{text} is a directory; name a file")
-    if text != "-" and (blocker := blocking_file(Path(text))) is not None:
-        raise ValueError(f"{text} cannot be created: {blocker} is a file")
+    if text != "-":
+        check_creatable(text)
     return text
 
 
@@ -689,8 +688,7 @@ def _command_key(args: argparse.Namespace) -> str:
 
 
 def _cross_checks(args: argparse.Namespace) -> tuple[int, str] | None:
-    """Checks that involve two arguments or an input file; (exit code, message) of the first that
-    fails: an input file that is missing is input that cannot be used (4), not a usage error."""
+    """(exit code, message) of the first check of two arguments or an input file that fails."""
     for name in getattr(args, "files", None) or ():
         if name == "-":
             continue
@@ -728,10 +726,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         problem = USAGE, f"{' '.join(extras)}: not an option of this command"
     if problem is not None:
         prog = f"guardian {_command_key(args)}"
-        print(
-            f"{prog}: {problem[1]}" + (f" (see '{prog} --help')" if problem[0] == USAGE else ""),
-            file=sys.stderr,
-        )
+        hint = f" (see '{prog} --help')" if problem[0] == USAGE else ""
+        print(f"{prog}: {problem[1]}{hint}", file=sys.stderr)
         raise SystemExit(problem[0])
     return args
 
@@ -746,13 +742,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         func = getattr(importlib.import_module(module_name), func_name)
         return int(func(args, settings))
     except ValueError as exc:  # a bad setting, or a broken configuration file (the registry's)
-        from topics.registry import RegistryError
-
-        if not isinstance(exc, SettingsError | RegistryError):
+        if (problem := configuration_problem(exc)) is None:
             raise
-        print(
-            f"guardian: {'broken registry: ' if isinstance(exc, RegistryError) else ''}{exc}", file=sys.stderr
-        )
+        print(f"guardian: {problem}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         return 130
