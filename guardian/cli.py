@@ -448,15 +448,16 @@ def build_parser() -> _Parser:
         required=True,
         type=_checked("a directory", _new_dir),
         metavar="DIR",
-        help="output directory (created if missing; Guardian's own output files in it are replaced, "
-        "nothing else; required)",
+        help="output directory (created if missing; Guardian's own output files in it are replaced "
+        "when the replay succeeds, nothing else; required)",
     )
     replay.add_argument(
         "--jobs",
         type=_int_at_least(1),
         default=1,
         metavar="N",
-        help="processes, each replaying a share of the devices, with the same outputs; default: 1",
+        help="processes, each replaying a share of the devices, with the same outputs; at most the "
+        "CPUs available (more is lowered, with a warning); default: 1",
     )
     replay.add_argument(
         "--no-report",
