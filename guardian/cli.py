@@ -16,7 +16,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
-from config.settings import Settings, SettingsError
+from config.exitcodes import Exit
+from config.settings import Settings
+from guardian.cli_checks import check_creatable, configuration_problem
 
 #: Exit status of a usage error (a bad flag or value).
 USAGE = 2
@@ -31,7 +33,7 @@ COMMANDS: dict[str, str] = {
     "worker": "streams.worker:cmd_worker",
     "start": "guardian.start:cmd_start",
     "simulate": "simulator.cli:cmd_simulate",
-    "replay": "guardian.replay:cmd_replay",
+    "replay": "guardian.replay_cmd:cmd_replay",
     "export": "guardian.export:cmd_export",
     "bench": "bench.cli:cmd_bench",
     "schema export": "topics.schema:cmd_schema_export",
@@ -162,6 +164,7 @@ def _new_dir(text: str) -> str:
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{text} exists and is not a directory")
+    check_creatable(text)
     return text
 
 
@@ -171,6 +174,8 @@ def _new_file(text: str) -> str:
         raise ValueError("needs a file name, or '-' for standard output")
     if text != "-" and Path(text).is_dir():
         raise ValueError(f"{text} is a directory; name a file")
+    if text != "-":
+        check_creatable(text)
     return text
 
 
@@ -443,15 +448,16 @@ def build_parser() -> _Parser:
         required=True,
         type=_checked("a directory", _new_dir),
         metavar="DIR",
-        help="output directory (created if missing; Guardian's own output files in it are replaced, "
-        "nothing else; required)",
+        help="output directory (created if missing; Guardian's own output files in it are replaced "
+        "when the replay succeeds, nothing else; required)",
     )
     replay.add_argument(
         "--jobs",
         type=_int_at_least(1),
         default=1,
         metavar="N",
-        help="processes, each replaying a share of the devices, with the same outputs; default: 1",
+        help="processes, each replaying a share of the devices, with the same outputs; at most the "
+        "CPUs available (more is lowered, with a warning); default: 1",
     )
     replay.add_argument(
         "--no-report",
@@ -682,19 +688,19 @@ def _command_key(args: argparse.Namespace) -> str:
     return str(key)
 
 
-def _cross_checks(args: argparse.Namespace) -> str | None:
-    """Checks that involve two arguments; the message of the first that fails."""
+def _cross_checks(args: argparse.Namespace) -> tuple[int, str] | None:
+    """(exit code, message) of the first check of two arguments or an input file that fails."""
     for name in getattr(args, "files", None) or ():
         if name == "-":
             continue
         path = Path(name)
         if not path.exists():
-            return f"{name}: no such file"
+            return Exit.BAD_INPUT, f"{name}: no such file"
         if path.is_dir():
-            return f"{name} is a directory; name a kcat -C -J file"
+            return Exit.BAD_INPUT, f"{name} is a directory; name a kcat -C -J file"
     since, until = getattr(args, "since_ms", None), getattr(args, "until_ms", None)
     if since is not None and until is not None and since > until:
-        return f"--since-ms {since} is after --until-ms {until}"
+        return USAGE, f"--since-ms {since} is after --until-ms {until}"
     return None
 
 
@@ -718,11 +724,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.scenario = [s for group in args.scenario for s in group]
     problem = _cross_checks(args)
     if extras:
-        problem = f"{' '.join(extras)}: not an option of this command"
+        problem = USAGE, f"{' '.join(extras)}: not an option of this command"
     if problem is not None:
         prog = f"guardian {_command_key(args)}"
-        print(f"{prog}: {problem} (see '{prog} --help')", file=sys.stderr)
-        raise SystemExit(USAGE)
+        hint = f" (see '{prog} --help')" if problem[0] == USAGE else ""
+        print(f"{prog}: {problem[1]}{hint}", file=sys.stderr)
+        raise SystemExit(problem[0])
     return args
 
 
@@ -735,8 +742,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args)
         func = getattr(importlib.import_module(module_name), func_name)
         return int(func(args, settings))
-    except SettingsError as exc:
-        print(f"guardian: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a bad setting, or a broken configuration file (the registry's)
+        if (problem := configuration_problem(exc)) is None:
+            raise
+        print(f"guardian: {problem}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         return 130

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from config.exitcodes import Exit
 from config.settings import Settings
 from guardian.replay import InputRecord, ReplayInputError, read_kcat_lines
 from pipeline.core import Pipeline
@@ -78,11 +79,11 @@ def cmd_context_summary(args: argparse.Namespace, settings: Settings) -> int:
             records.extend(read_kcat_lines(Path(f), names))
     except ReplayInputError as exc:
         print(f"guardian context summary: {exc}", file=sys.stderr)
-        return 1
+        return Exit.BAD_INPUT
     registry = load_registry(settings.contracts_file, settings.capabilities_file)
     summary = device_summary(records, args.device, registry, at_ms=args.at_ms)
     if summary is None:
         print(f"guardian context summary: no record of device {args.device!r} in the input", file=sys.stderr)
-        return 1
+        return Exit.BAD_INPUT
     sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0

@@ -28,7 +28,6 @@ update each job's experience→device index, so cross-device checks see what a s
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import contextlib
 import functools
@@ -38,8 +37,8 @@ import hashlib
 import io
 import itertools
 import multiprocessing
+import os
 import pickle
-import shutil
 import sys
 import tempfile
 import zlib
@@ -51,16 +50,23 @@ from typing import IO, Any, cast
 
 import orjson
 
-from config.exitcodes import Exit
 from config.settings import Settings
+from guardian.replay_decisions import (
+    RecordedDecider,
+    RecordedDecisions,
+    all_divergences,
+    decision_device,
+    is_recorded_decision,
+)
+from guardian.replay_jobs import end_position, merge_divergences, merge_outputs, row_position
+from guardian.replay_out import OUTPUT_FILES, OutputError, clear_outputs, input_conflict, staged_outputs
+from guardian.replay_progress import Progress
+from guardian.replay_provenance import describe, made_at, made_from
 from pipeline.core import Pipeline
 from pipeline.runner import Processor, ReplayStore
 from pipeline.step import Decider
 from report.html import DeviceStateChange, device_state_change
 from supervisor import rules
-from supervisor.checks import recorded_verdict
-from supervisor.verdict import Verdict
-from tables.state import ExperienceState, Trigger
 from topics.envelope import Out
 from topics.gate import Admitted
 from topics.names import CONTRACT_SUFFIXES, INPUT_SUFFIXES, TopicNames
@@ -73,16 +79,6 @@ _OBSERVATIONS_TIE = _TIE_ORDER["observations"]
 MAX_TS = 2**53
 #: the outputs, in the order of their files
 OUT_KINDS = ("decisions", "dispatch", "timeline", "deadletter")
-#: Guardian's own files in ``--out``: removed before a replay writes, never anything else.
-OUTPUT_FILES = (
-    "decisions.jsonl",
-    "dispatch.jsonl",
-    "timeline.jsonl",
-    "deadletter.jsonl",
-    "divergences.jsonl",
-    "summary.json",
-    "report.html",
-)
 #: payload bytes (plus a per-record allowance) per sorted chunk of the spool
 CHUNK_BYTES = 48 * 1024 * 1024
 _RECORD_OVERHEAD = 400
@@ -127,7 +123,8 @@ def open_input(name: str | Path) -> Iterator[IO[bytes]]:
     with contextlib.ExitStack() as stack:
         raw: Any
         if str(name) == "-":
-            raw = sys.stdin.buffer
+            # a terminal ends its input with one Ctrl-D, but reads on after it: read it up to there
+            raw = io.BytesIO(sys.stdin.buffer.read()) if sys.stdin.isatty() else sys.stdin.buffer
         else:
             try:
                 raw = stack.enter_context(Path(name).open("rb"))
@@ -219,103 +216,6 @@ def read_kcat_lines(path: Path | str, names: TopicNames) -> Iterator[InputRecord
 
 
 # ----------------------------------------------------------------------------------------------
-# recorded decisions: matching, checking and divergences (--decisions recorded), in one place
-# ----------------------------------------------------------------------------------------------
-@dataclass
-class RecordedDecisions:
-    """Decisions found in the input, by trigger: (device_id, experience_id, trigger_event_id).
-    Never by decision ID, whose formula may differ in an older export."""
-
-    by_trigger: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-
-    @classmethod
-    def from_records(cls, records: Iterable[InputRecord]) -> RecordedDecisions:
-        found = cls()
-        for r in records:
-            if r.suffix != "decisions" or r.value is None:
-                continue
-            try:
-                d = orjson.loads(r.value)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(d, dict) and isinstance(d.get("experience_id"), str):
-                found.by_trigger[
-                    (str(d.get("device_id")), d["experience_id"], str(d.get("trigger_event_id")))
-                ] = d
-        return found
-
-
-@dataclass
-class RecordedDecider:
-    """Reuses recorded decisions for the same triggers; the rules decide (and it is reported) otherwise."""
-
-    recorded: RecordedDecisions
-    missing: list[str] = field(default_factory=list)
-    #: (trigger_event_id, why) of recorded decisions the contract does not allow: the rules decided
-    invalid: list[tuple[str, str]] = field(default_factory=list)
-
-    def __call__(self, exp: ExperienceState, trigger: Trigger) -> Verdict:
-        d = self.recorded.by_trigger.get((exp.device_id, exp.experience_id, trigger.event_id))
-        if d is None:
-            self.missing.append(trigger.event_id)
-            return rules.decide(exp, trigger)
-        verdict = recorded_verdict(d, exp, trigger)
-        if isinstance(verdict, str):
-            self.invalid.append((trigger.event_id, verdict))
-            return rules.decide(exp, trigger)
-        return verdict
-
-
-def _divergences(recorded: RecordedDecisions, produced: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    seen: set[tuple[str, str, str]] = set()
-    for d in produced:
-        key = (d["device_id"], d["experience_id"], d["trigger_event_id"])
-        seen.add(key)
-        rec = recorded.by_trigger.get(key)
-        if rec is None:
-            continue
-        for fld in ("decision", "reason_code", "backend", "state_etag", "budget_after"):
-            if rec.get(fld) != d.get(fld):
-                found.append(
-                    {
-                        "trigger_event_id": d["trigger_event_id"],
-                        "kind": "different",
-                        "field": fld,
-                        "recorded": rec.get(fld),
-                        "replayed": d.get(fld),
-                    }
-                )
-    for key, rec in recorded.by_trigger.items():
-        if key not in seen:
-            found.append(
-                {"trigger_event_id": key[2], "kind": "not_reproduced", "recorded": rec.get("decision_id")}
-            )
-    return found
-
-
-def _decision_device(key: bytes | None, value: bytes | None) -> bytes | None:
-    """The device a recorded decision belongs to (for --jobs): its ``device_id``, else its key."""
-    if value is not None:
-        with contextlib.suppress(orjson.JSONDecodeError):
-            d = orjson.loads(value)
-            if isinstance(d, dict) and isinstance(d.get("device_id"), str):
-                return str(d["device_id"]).encode("utf-8")
-    return key
-
-
-def _is_recorded_decision(value: bytes | None) -> bool:
-    """Would :meth:`RecordedDecisions.from_records` keep this value (the default mode depends on it)."""
-    if value is None:
-        return False
-    try:
-        d = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(d, dict) and isinstance(d.get("experience_id"), str)
-
-
-# ----------------------------------------------------------------------------------------------
 # the summary, counted as outputs stream by
 # ----------------------------------------------------------------------------------------------
 @dataclass
@@ -398,6 +298,11 @@ class ReplayEngine:
         self.records = 0
         #: (experience_id, device_id) claims by other jobs' plans already in the index
         self._foreign_claims: set[tuple[str, str]] = set()
+        #: the row being processed, then the device whose changes :meth:`finish` confirms
+        self.row: Row | None = None
+        self.ending: str | None = None
+        #: Kafka timestamp of the first record processed
+        self.first_ts: int | None = None
 
     def feed(self, rows: Iterable[Row]) -> None:
         """Process rows in order. A row equal to the one before it in coordinates and content is a
@@ -428,6 +333,9 @@ class ReplayEngine:
                 self._foreign_plan(row)
                 continue
             n += 1
+            self.row = row
+            if n == 1:
+                self.first_ts = ts
             if on_state is not None and tie == _OBSERVATIONS_TIE:
                 change = device_state_change(ts, value)
                 if change is not None:
@@ -456,9 +364,23 @@ class ReplayEngine:
                 if self.store.owner_of(claim[0]) is None:  # the first device's plan owns it (§2 rule 9)
                     self.store.put_owner(*claim)
 
+    @property
+    def last_ts(self) -> int | None:
+        """Kafka timestamp of the last record processed."""
+        return None if self.row is None else self.row[0]
+
+    def position(self) -> bytes:
+        """Where the output being emitted stands in the replay's order (:mod:`guardian.replay_jobs`)."""
+        if self.ending is not None:
+            return end_position(self.ending)
+        row = self.row
+        assert row is not None, "an output before any record"
+        return row_position(row[0], row[1], row[2], row[3], row[4])
+
     def finish(self) -> None:
         """End of input: confirm every device's still-pending debounce changes."""
         for device_id in sorted(self.store.devices):
+            self.ending = device_id
             for o in self.processor.confirm_quiet(self.store, device_id, None).outs:
                 self.emit(o)
 
@@ -491,21 +413,6 @@ def _decider_for(
             )
         return model_decider, None
     return rules.decide, None
-
-
-def _all_divergences(
-    recorded: RecordedDecisions,
-    recorded_decider: RecordedDecider | None,
-    produced: Iterable[dict[str, Any]],
-) -> list[dict[str, Any]]:
-    if recorded_decider is None:
-        return []
-    divergences = _divergences(recorded, produced)
-    for event_id in recorded_decider.missing:
-        divergences.append({"trigger_event_id": event_id, "kind": "no_recorded_decision"})
-    for event_id, why in recorded_decider.invalid:
-        divergences.append({"trigger_event_id": event_id, "kind": "invalid_recorded_decision", "why": why})
-    return divergences
 
 
 def _row(r: InputRecord, seq: int, own: bool = True) -> Row:
@@ -549,41 +456,36 @@ def replay_records(
     with _fewer_collections():
         engine.feed(rows)
         engine.finish()
-    divergences = _all_divergences(recorded, recorded_decider, outs["decisions"])
+    divergences = all_divergences(recorded, recorded_decider, outs["decisions"])
     counts.divergences = len(divergences)
     return ReplayResult(
         outs=outs, summary=counts.summary(mode), divergences=divergences, device_states=device_states
     )
 
 
-def clear_outputs(out_dir: Path) -> None:
-    """Remove Guardian's own output files from ``out_dir`` (nothing else)."""
-    for name in OUTPUT_FILES:
-        with contextlib.suppress(FileNotFoundError):
-            (out_dir / name).unlink()
-
-
 def write_outputs(result: ReplayResult, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    clear_outputs(out_dir)
-    for kind in OUT_KINDS:
-        with (out_dir / f"{kind}.jsonl").open("wb") as fh:
-            for value in result.outs[kind]:
-                fh.write(orjson.dumps(value) + b"\n")
-    if result.divergences:
-        with (out_dir / "divergences.jsonl").open("wb") as fh:
-            for d in result.divergences:
-                fh.write(orjson.dumps(d) + b"\n")
-    (out_dir / "summary.json").write_bytes(orjson.dumps(result.summary, option=orjson.OPT_INDENT_2))
-    write_report(out_dir, result.device_states)
+    """An in-memory replay's outputs, summary and report into ``out_dir``, published whole."""
+    with staged_outputs(out_dir) as stage:
+        for kind in OUT_KINDS:
+            with (stage / f"{kind}.jsonl").open("wb") as fh:
+                for value in result.outs[kind]:
+                    fh.write(orjson.dumps(value) + b"\n")
+        if result.divergences:
+            with (stage / "divergences.jsonl").open("wb") as fh:
+                for d in result.divergences:
+                    fh.write(orjson.dumps(d) + b"\n")
+        (stage / "summary.json").write_bytes(orjson.dumps(result.summary, option=orjson.OPT_INDENT_2))
+        write_report(stage, result.device_states, made_from=f"From {out_dir.name or '.'}/:")
 
 
-def write_report(out_dir: Path, device_states: Iterable[DeviceStateChange] = ()) -> Path | None:
+def write_report(
+    out_dir: Path, device_states: Iterable[DeviceStateChange] = (), *, made_from: str = ""
+) -> Path | None:
     """The incident report next to the outputs (report.html); ``device_states``: the network and
-    voice observations of the input, drawn as bands."""
+    voice observations of the input, drawn as bands; ``made_from``: what the outputs were made from."""
     from report.html import render_report_from_dir
 
-    return render_report_from_dir(out_dir, device_states=device_states)
+    return render_report_from_dir(out_dir, device_states=device_states, made_from=made_from)
 
 
 def _states_file(tmp: Path, out_dir: Path) -> Path:
@@ -708,10 +610,8 @@ class _JobInput:
     chunk: list[Row] = field(default_factory=list)
     chunk_bytes: int = 0
     decisions: list[InputRecord] = field(default_factory=list)
-
-    def rows(self, tmp: Path) -> Iterator[Row]:
-        """Every row in order (runs merged, at most MAX_FAN_IN files open at once)."""
-        return itertools.chain.from_iterable(self.batches(tmp))
+    #: rows spilled to the runs
+    rows_total: int = 0
 
     def batches(self, tmp: Path) -> Iterator[list[Row]]:
         """Every row in order, in sorted batches (runs merged, at most MAX_FAN_IN files open at
@@ -736,8 +636,11 @@ class _JobInput:
 class _Spool:
     """Reads every input file once, checks each line, routes rows to jobs and spills sorted runs."""
 
-    def __init__(self, names: TopicNames, tmp: Path, jobs: int, chunk_bytes: int) -> None:
+    def __init__(
+        self, names: TopicNames, tmp: Path, jobs: int, chunk_bytes: int, progress: Progress | None = None
+    ) -> None:
         self.names = names
+        self.progress = progress
         self.tmp = tmp
         self.jobs = [_JobInput() for _ in range(jobs)]
         self.chunk_bytes = chunk_bytes
@@ -752,13 +655,16 @@ class _Spool:
         tie_of = _TIE_ORDER.get
         single = self.jobs[0] if jobs == 1 else None
         limit = self.chunk_bytes
+        progress = self.progress
         for suffix, topic, partition, offset, ts, key, value in _lines(name, self.names):
+            if progress is not None and seq & 0xFFFF == 0:
+                progress.reading(name, seq)
             tie = tie_of(suffix)
             if tie is None:
                 if suffix == "decisions":
                     rec = InputRecord(suffix, topic, partition, offset, ts, key, value)
-                    self.jobs[job_of(_decision_device(key, value), jobs)].decisions.append(rec)
-                    self.has_decisions = self.has_decisions or _is_recorded_decision(value)
+                    self.jobs[job_of(decision_device(key, value), jobs)].decisions.append(rec)
+                    self.has_decisions = self.has_decisions or is_recorded_decision(value)
                 continue
             seq += 1
             row = (ts, tie, partition, offset, seq, suffix, topic, key, value, True)
@@ -790,6 +696,7 @@ class _Spool:
         """Sort job ``j``'s chunk into a run file."""
         share = self.jobs[j]
         share.chunk.sort()
+        share.rows_total += len(share.chunk)
         self._runs += 1
         share.runs.append(_write_run((share.chunk,), self.tmp / f"run-{j}-{self._runs}"))
         share.chunk = []
@@ -800,6 +707,9 @@ class _Spool:
 class _JobResult:
     counts: SummaryCounts
     records: int
+    #: Kafka timestamps of the first and last records processed
+    first_ts: int | None = None
+    last_ts: int | None = None
 
 
 def _run_job(
@@ -810,55 +720,71 @@ def _run_job(
     mode: str,
     model_decider: Decider | None = None,
     states: bool = True,
+    positions: bool = False,
+    progress: Progress | None = None,
 ) -> _JobResult:
     """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
     ``states``, the network and voice observations it saw go to :func:`_states_file` for the
-    report (without a report they are not looked for: one JSON parse per observation less)."""
+    report (without a report they are not looked for: one JSON parse per observation less); with
+    ``positions``, each output file ``F`` gets its ``F.pos``, the position of every line
+    (:mod:`guardian.replay_jobs`)."""
     recorded = RecordedDecisions.from_records(share.decisions)
     share.decisions = []
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
         with blocking_model_decider(settings) as model:
-            return _run_job(share, tmp, out_dir, settings, mode, model, states)
+            return _run_job(share, tmp, out_dir, settings, mode, model, states, positions, progress)
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
-    handles = {k: (out_dir / f"{k}.jsonl").open("wb", buffering=1024 * 1024) for k in OUT_KINDS}
+    names = [f"{k}.jsonl" for k in OUT_KINDS] + ([f"{k}.jsonl.pos" for k in OUT_KINDS] if positions else [])
+    handles = {n: (out_dir / n).open("wb", buffering=1024 * 1024) for n in names}
     dumps = orjson.dumps
     try:
-        writes = {k: h.write for k, h in handles.items()}
+        writes = {k: handles[f"{k}.jsonl"].write for k in OUT_KINDS}
+        at = {k: handles[f"{k}.jsonl.pos"].write for k in OUT_KINDS} if positions else None
 
         newline = orjson.OPT_APPEND_NEWLINE
 
         def emit(o: Out) -> None:
             writes[o.kind](dumps(o.value, option=newline))
             counts.add(o.kind, o.value)
+            if at is not None:
+                at[o.kind](engine.position())
 
         add_state, close_states = _write_states(_states_file(tmp, out_dir))
         try:
             engine = ReplayEngine(settings, decider, emit, add_state if states else None)
+            batches = share.batches(tmp)
+            if progress is not None:
+                batches = progress.counted(batches, progress_total(share))
             with _fewer_collections():
-                engine.feed(share.rows(tmp))
+                engine.feed(itertools.chain.from_iterable(batches))
                 engine.finish()
         finally:
             close_states()
     finally:
         for h in handles.values():
             h.close()
-    divergences = _all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl"))
+    divergences = all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl"))
     counts.divergences = len(divergences)
     if divergences:
         with (out_dir / "divergences.jsonl").open("wb") as fh:
             for d in divergences:
                 fh.write(orjson.dumps(d) + b"\n")
-    return _JobResult(counts, engine.records)
+    return _JobResult(counts, engine.records, engine.first_ts, engine.last_ts)
+
+
+def progress_total(share: _JobInput) -> int:
+    """The rows a job will go through (runs on disk counted as they were spilled)."""
+    return share.rows_total + len(share.chunk)
 
 
 def _run_job_in_process(args: tuple[Path, Path, Path, Settings, str, bool]) -> _JobResult:
     share_file, tmp, out_dir, settings, mode, states = args
     with share_file.open("rb") as fh:
         share: _JobInput = pickle.load(fh)
-    return _run_job(share, tmp, out_dir, settings, mode, states=states)
+    return _run_job(share, tmp, out_dir, settings, mode, states=states, positions=True)
 
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -873,6 +799,26 @@ class StreamedReplay:
 
     records: int
     summary: dict[str, Any]
+    #: what it was made from (summary.json's ``made_from``)
+    made_from: dict[str, Any] = field(default_factory=dict)
+
+
+def check_inputs(files: list[str], out_dir: Path) -> None:
+    """Before anything is read or written: every input file is there (ReplayInputError), and
+    none is one of the outputs the replay would replace (OutputError)."""
+    for name in files:
+        if name == "-":
+            continue
+        path = Path(name)
+        if not path.exists():
+            raise ReplayInputError(f"{name}: no such file")
+        if path.is_dir():
+            raise ReplayInputError(f"{name} is a directory; name a kcat -C -J file")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"--out {out_dir} is a file, not a directory")
+    conflict = input_conflict(files, out_dir)
+    if conflict is not None:
+        raise OutputError(conflict)
 
 
 def replay_files(
@@ -885,44 +831,52 @@ def replay_files(
     chunk_bytes: int = CHUNK_BYTES,
     report: bool = True,
     model_decider: Decider | None = None,
+    progress: Progress | None = None,
+    env: dict[str, str] | None = None,
 ) -> StreamedReplay:
     """Replay ``files`` into ``out_dir`` in bounded memory (see the module docstring).
 
-    ``out_dir`` is emptied of Guardian's own files first; if anything fails, none of them is left
-    behind. Raises ReplayInputError for unreadable input."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ReplayInputError(f"--out {out_dir} is a file, not a directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    clear_outputs(out_dir)
-    try:
-        with tempfile.TemporaryDirectory(prefix="guardian-replay-") as tmp_name:
-            tmp = Path(tmp_name)
-            spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes)
-            with _fewer_collections():  # (the rows of a chunk live until it is spilled)
-                for name in files:
-                    spool.add_file(name)
-            if mode is None:
-                mode = "recorded" if spool.has_decisions else "rules"
-            counts = SummaryCounts()
-            records = 0
-            if jobs == 1:
-                done = _run_job(spool.jobs[0], tmp, out_dir, settings, mode, model_decider, report)
-                counts, records = done.counts, done.records
-            else:
-                results = _run_jobs(spool, tmp, settings, mode, report)
-                for done in results:
-                    counts.merge(done.counts)
-                    records += done.records
-                _concatenate(out_dir, [tmp / f"job-{j}" for j in range(jobs)])
-            summary = counts.summary(mode)
-            (out_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-            if report:
-                job_dirs = [out_dir] if jobs == 1 else [tmp / f"job-{j}" for j in range(jobs)]
-                write_report(out_dir, _read_states(_states_file(tmp, d) for d in job_dirs))
-    except BaseException:
-        clear_outputs(out_dir)
-        raise
-    return StreamedReplay(records, summary)
+    Every output is written into a staging folder and replaces the previous ones in ``out_dir``
+    only when the replay succeeds (:mod:`guardian.replay_out`): if anything fails, ``out_dir`` is
+    left as it was. Raises ReplayInputError for unreadable input, OutputError when ``out_dir``
+    cannot be used. ``env``: where ``SOURCE_DATE_EPOCH`` is looked for (default: the process's)."""
+    check_inputs(files, out_dir)
+    at = made_at(os.environ if env is None else env)
+    with staged_outputs(out_dir) as stage, tempfile.TemporaryDirectory(prefix="guardian-replay-") as tmp_name:
+        tmp = Path(tmp_name)
+        spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes, progress)
+        with _fewer_collections():  # (the rows of a chunk live until it is spilled)
+            for name in files:
+                spool.add_file(name)
+        if mode is None:
+            mode = "recorded" if spool.has_decisions else "rules"
+        counts = SummaryCounts()
+        if jobs == 1:
+            results = [
+                _run_job(spool.jobs[0], tmp, stage, settings, mode, model_decider, report, False, progress)
+            ]
+        else:
+            job_dirs = [tmp / f"job-{j}" for j in range(jobs)]
+            results = _run_jobs(spool, tmp, settings, mode, report)
+            for kind in OUT_KINDS:
+                with (stage / f"{kind}.jsonl").open("wb") as target:
+                    merge_outputs(job_dirs, f"{kind}.jsonl", target)
+            merge_divergences(job_dirs, stage / "divergences.jsonl")
+        for done in results:
+            counts.merge(done.counts)
+        firsts = [r.first_ts for r in results if r.first_ts is not None]
+        lasts = [r.last_ts for r in results if r.last_ts is not None]
+        records = sum(r.records for r in results)
+        made = made_from(files, records, min(firsts, default=None), max(lasts, default=None), at=at)
+        summary = counts.summary(mode)
+        (stage / "summary.json").write_bytes(
+            orjson.dumps({**summary, "made_from": made}, option=orjson.OPT_INDENT_2)
+        )
+        if report:
+            job_dirs = [stage] if jobs == 1 else [tmp / f"job-{j}" for j in range(jobs)]
+            states = _read_states(_states_file(tmp, d) for d in job_dirs)
+            write_report(stage, states, made_from=describe(made))
+    return StreamedReplay(records, summary, made)
 
 
 def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str, states: bool) -> list[_JobResult]:
@@ -938,61 +892,23 @@ def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str, states: b
         spool.jobs[j] = _JobInput()
         tasks.append((share_file, tmp, job_dir, settings, mode, states))
     ctx = multiprocessing.get_context("spawn")
+    progress = spool.progress
+    results: list[_JobResult] = []
     with ctx.Pool(len(tasks)) as pool:
-        return pool.map(_run_job_in_process, tasks)
-
-
-def _concatenate(out_dir: Path, job_dirs: list[Path]) -> None:
-    for name in (*(f"{k}.jsonl" for k in OUT_KINDS), "divergences.jsonl"):
-        parts = [d / name for d in job_dirs if (d / name).exists()]
-        if name == "divergences.jsonl" and not any(p.stat().st_size for p in parts):
-            continue
-        with (out_dir / name).open("wb") as out:
-            for p in parts:
-                with p.open("rb") as fh:
-                    shutil.copyfileobj(fh, out, 1024 * 1024)
-
-
-def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    out_dir = Path(args.out)
-    jobs = getattr(args, "jobs", None)
-    jobs = 1 if jobs is None else int(jobs)
-    if jobs < 1:
-        print("guardian replay: --jobs must be at least 1", file=sys.stderr)
-        return Exit.USAGE
-    if out_dir.exists() and not out_dir.is_dir():
-        print(f"guardian replay: --out {out_dir} is a file, not a directory", file=sys.stderr)
-        return Exit.USAGE
-    report = not getattr(args, "no_report", False)
-    try:
-        if args.decisions == "model" and jobs == 1:
-            from supervisor.sync import blocking_model_decider
-
-            with blocking_model_decider(settings) as model:
-                done = replay_files(
-                    args.files, out_dir, settings=settings, mode="model", model_decider=model, report=report
-                )
-        else:
-            done = replay_files(
-                args.files, out_dir, settings=settings, mode=args.decisions, jobs=jobs, report=report
-            )
-    except ReplayInputError as exc:
-        print(f"guardian replay: {exc}", file=sys.stderr)
-        return Exit.BAD_INPUT
-    s = done.summary
-    print(
-        f"replayed {done.records} records: {s['counts']['decisions']} decisions, "
-        f"{s['counts']['dispatch']} dispatches, {s['counts']['timeline']} timeline entries, "
-        f"{s['counts']['deadletter']} dead letters; {len(s['experiences'])} experiences; "
-        f"{s['divergences']} divergences -> {out_dir}"
-    )
-    return 0
+        for done in pool.imap(_run_job_in_process, tasks):
+            results.append(done)
+            if progress is not None:
+                progress.show(f"replaying in {len(tasks)} processes: {len(results)} done")
+    return results
 
 
 __all__ = [
+    "OUTPUT_FILES",
     "InputRecord",
+    "OutputError",
     "ReplayInputError",
     "ReplayResult",
+    "clear_outputs",
     "open_input",
     "read_kcat_lines",
     "replay_files",

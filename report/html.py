@@ -2079,8 +2079,11 @@ def render_report_from_dir(
     title: str = "Guardian incident report",
     device_states: Iterable[DeviceStateChange] = (),
     on_demand: bool | None = None,
+    made_from: str = "",
 ) -> Path:
     """Read a replay/demo output directory and write `report.html` into it; return its path.
+
+    ``made_from``: what the outputs were made from (a sentence); default: the directory's name.
 
     ``device_states``: the network and voice observations of the replay's input (the output files
     do not hold them); without them the report has no network or voice bands.
@@ -2109,8 +2112,9 @@ def render_report_from_dir(
     divergences = [rec for _, rec in _FileRecords(out_dir / "divergences.jsonl").scan()]
 
     def note(totals: _Totals) -> str:
+        source = made_from or f"From {out_dir.name or '.'}/:"
         return (
-            f"From {out_dir.name or '.'}/: {_n(totals.timeline)} timeline entries, "
+            f"{source} {_n(totals.timeline)} timeline entries, "
             f"{_n(totals.decisions)} decisions, {_n(totals.dispatches)} dispatches, "
             f"{_n(totals.dead_letters)} dead letters."
         )

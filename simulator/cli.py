@@ -12,6 +12,7 @@ from typing import TextIO
 import orjson
 from aiokafka.errors import KafkaError
 
+from config.exitcodes import Exit
 from config.settings import Settings
 from simulator.device import TransportError
 from simulator.fleet import Fleet, FleetConfig, FleetReport, format_progress, format_table
@@ -105,7 +106,7 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
         report = asyncio.run(run_simulation(config, bootstrap=bootstrap, names=names, on_tick=live))
     except (TransportError, KafkaError, OSError, TimeoutError) as exc:
         print(f"guardian simulate: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        return Exit.BROKER_UNREACHABLE
     print(format_table(report.rows))
     failed = sum(1 for r in report.rows if not r.ok)
     print(

@@ -57,13 +57,14 @@ def export_schemas(directory: Path | str) -> list[Path]:
 
 
 def cmd_schema_export(args: argparse.Namespace, settings: object) -> int:
-    """``guardian schema export DIR``: print the files written; exit 1 when DIR is unusable."""
+    """``guardian schema export DIR``: print the files written; exit 2 (a bad argument) when DIR
+    cannot be written."""
     del settings
     try:
         paths = export_schemas(args.dir)
     except OSError as exc:
         print(f"guardian schema export: cannot write to {args.dir}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return 2  # config.exitcodes.Exit.USAGE (topics imports nothing of config)
     for path in paths:
         print(path)
     return 0

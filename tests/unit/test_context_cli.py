@@ -44,8 +44,8 @@ def test_the_summary_of_a_device_from_a_replay_file(tmp_path: Path) -> None:
 def test_an_unknown_device_or_a_bad_file_is_named(tmp_path: Path) -> None:
     path = kcat_file(tmp_path / "hg15.jsonl", "HG-15")
     done = summary(str(path), "--device", "airbot-9999")
-    assert done.returncode == 1 and "airbot-9999" in done.stderr
+    assert done.returncode == 4 and "airbot-9999" in done.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n", "utf-8")
     done = summary(str(bad), "--device", "airbot-0001")
-    assert done.returncode == 1 and "bad.jsonl:1" in done.stderr
+    assert done.returncode == 4 and "bad.jsonl:1" in done.stderr

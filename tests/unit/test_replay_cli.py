@@ -33,11 +33,13 @@ def kcat_file(path: Path, scenario: str) -> Path:
     return path
 
 
-def replay(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
+def replay(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_") and k != "SOURCE_DATE_EPOCH"
+    }
     return subprocess.run(
         [sys.executable, "-m", "guardian", "replay", *args],
-        env=env,
+        env={**clean, **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -69,11 +71,12 @@ def test_an_unreadable_line_stops_replay_naming_file_and_line(tmp_path: Path) ->
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
-def test_a_missing_file_stops_replay_naming_it(tmp_path: Path) -> None:
+def test_a_missing_file_stops_replay_naming_it_as_unusable_input(tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
     done = replay(str(missing), "--out", str(tmp_path / "out"))
-    assert done.returncode != 0
-    assert str(missing) in done.stderr
+    assert done.returncode == 4  # the README's exit codes: input that cannot be used as given
+    assert str(missing) in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_records_inside_well_formed_lines_are_judged_like_live_ones(tmp_path: Path) -> None:
