@@ -3,12 +3,14 @@
 The table says, per domain, its default TTL and the data keys it may carry with their type; a key
 marked *grounding* or *evidence* is accepted but never projected to a planner (§9.3). The gate
 checks every admitted snapshot's ``data`` against it (:func:`data_problems`: an unlisted key or a
-bad value is ``fact_invalid``; forbidden keys were already refused as ``privacy_violation``).
+bad value is ``fact_invalid``; forbidden keys were already refused as ``privacy_violation``), then
+its times (:func:`skewed_paths`: one more than 5 s after the receive time is ``clock_skew``).
 
 :class:`KeptEnvelope` is what the pipeline keeps per device and domain: the newest envelope
-(greatest ``freshness.observed_at_ms``, ties: greater ``provenance.sequence``). Its freshness is
-never stored: :meth:`KeptEnvelope.age_ms` and :meth:`KeptEnvelope.is_fresh` compute it at the
-moment of evaluation on the receive-time clock, so a replay agrees with the live run.
+(greatest ``freshness.observed_at_ms``, ties: greater ``provenance.sequence``), its TTL the
+device's within the domain's default. Its freshness is never stored: :meth:`KeptEnvelope.age_ms`
+and :meth:`KeptEnvelope.is_fresh` compute it at the moment of evaluation on the receive-time
+clock, so a replay agrees with the live run.
 """
 
 from __future__ import annotations
