@@ -2,7 +2,8 @@
 ``on_unknown``, and ``requires`` on requests. Pure functions over the core's state; the other
 step modules of the core call them with the step context (:class:`pipeline.step.Step`).
 
-- :func:`apply_snapshot`: per domain, the newest envelope wins (§9.1 ordering).
+- :func:`apply_snapshot`: per domain, the newest envelope wins (§9.1 ordering); a kept envelope
+  dated beyond the clock-skew bound (state from before the gate refused them) never does.
 - :func:`admit_plan`: a plan's preconditions decide at its receive time: start, ``blocked`` at
   once, or (``on_unknown``) ask the device for a fresh snapshot and wait (phase ``pending``), ask
   the user, or block.
@@ -26,7 +27,7 @@ from supervisor.presenter import precondition_question
 from tables.state import DeviceState, ExperienceState
 from topics.conditions import Result as ConditionResult
 from topics.conditions import evaluate
-from topics.context import KeptEnvelope
+from topics.context import MAX_CLOCK_SKEW_MS, KeptEnvelope
 from topics.records import DeviceContext
 from topics.registry import SAFETY_OPERATIONS
 
@@ -35,11 +36,18 @@ REFRESH_DEADLINE_MS = 10_000
 
 
 def apply_snapshot(dev: DeviceState, ctx: DeviceContext) -> int:
-    """Keep, per domain, the newest envelope of ``ctx``; returns how many domains changed."""
+    """Keep, per domain, the newest envelope of ``ctx``; returns how many domains changed.
+
+    The gate refuses a snapshot observed beyond the clock-skew bound (``clock_skew``), so a kept
+    envelope is never observed more than that bound after the device's latest receive time; one
+    that is (kept before the gate refused them) is replaced by the next envelope of its domain
+    instead of freezing it."""
     changed = 0
+    wedged_after = dev.last_received_ms + MAX_CLOCK_SKEW_MS
     for name, env in ctx.domains.items():
         kept = KeptEnvelope.of(name, env, ctx.observed_at_ms)
-        if kept.newer_than(dev.context.get(name)):
+        old = dev.context.get(name)
+        if old is None or old.observed_at_ms > wedged_after or kept.newer_than(old):
             dev.context[name] = kept
             changed += 1
     return changed

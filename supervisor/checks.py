@@ -40,14 +40,14 @@ def state_problem(decision: str, exp: ExperienceState, trigger: Trigger) -> str 
 
 
 def rationale_problem(rationale: object) -> str | None:
-    """Why ``rationale`` breaks §6's rules (at most 200 printable characters, no key outside the
-    allowlist quoted), or None."""
+    """Why ``rationale`` breaks §6's rules (at most 200 visible characters, §2 rule 10, no key
+    outside the allowlist quoted), or None."""
     if not isinstance(rationale, str):
         return "rationale is not text"
     if len(rationale) > RATIONALE_MAX:
         return f"rationale longer than {RATIONALE_MAX} characters"
     if not printable(rationale):
-        return "rationale holds a control or bidirectional character"
+        return "rationale holds an invisible, control or bidirectional character"
     if any(is_forbidden_key(word) for word in _WORD_RE.findall(rationale)):
         return "rationale names a key outside the allowlist"
     return None

@@ -12,12 +12,12 @@ tests can check them all.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from topics.conditions import condition_paths
 from topics.context import ContextView
+from topics.text import visible
 
 Language = Literal["ko", "en"]
 LANGUAGES: tuple[Language, ...] = ("ko", "en")
@@ -59,14 +59,14 @@ _ID_LIKE = re.compile(r"[A-Za-z0-9_.:-]*[0-9_:][A-Za-z0-9_.:-]*")
 
 
 def speakable_room(name: object) -> str | None:
-    """``name`` when it can be spoken as a room name: printable words, at most 32 characters, no
+    """``name`` when it can be spoken as a room name: visible words, at most 32 characters, no
     snake_case, nothing ID-like (letters mixed with digits, underscores or colons); else None."""
     if not isinstance(name, str):
         return None
     text = " ".join(name.split())
     if not text or len(text) > MAX_ROOM_CHARS or "_" in text:
         return None
-    if any(unicodedata.category(ch)[0] == "C" for ch in text):
+    if not visible(text):
         return None
     if _ID_LIKE.fullmatch(text):
         return None

@@ -13,7 +13,8 @@ device's context:
    ``stale``; an unavailable one has no ``data``; a domain with no envelope (or one observed more
    than 5 s ahead of the receive-time clock) is left out, as are empty sections;
 5. area IDs are replaced by their room names (``map.areas``, else the plan's ``area_names``);
-   an area without a name keeps its ID;
+   an area without a name keeps its ID; the map lends its names only when it could be projected
+   itself (available, ``summary``, ``normal``, not future-dated);
 6. never coordinates, raw readings, frames, URLs, PIN or face data, credentials, logs, or a key
    of the forbidden list: only keys of the domain table, with values valid for them, pass.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from topics.context import DOMAIN_TABLE, NEVER_PROJECTED, ContextView
+from topics.context import DOMAIN_TABLE, NEVER_PROJECTED, ContextView, KeptEnvelope
 from topics.records import FORBIDDEN_KEYS
 from topics.registry import Registry
 
@@ -65,18 +66,27 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_NAME_CHARS else text[: MAX_NAME_CHARS - 1] + "…"
 
 
-def area_names(context: ContextView, plan: Mapping[str, Any]) -> dict[str, str]:
-    """area_id -> room name: ``map.areas`` first, else the plan's ``area_names``."""
+def _projectable(env: KeptEnvelope, now_ms: int) -> bool:
+    """An envelope a planner may see: ``planner_exposure: summary``, not ``sensitive``, and not
+    observed more than 5 s ahead of the receive-time clock (never current)."""
+    return env.exposure == "summary" and env.sensitivity == "normal" and not env.skewed(now_ms)
+
+
+def area_names(context: ContextView, plan: Mapping[str, Any], now_ms: int) -> dict[str, str]:
+    """area_id -> room name: ``map.areas`` first, else the plan's ``area_names``. The map's names
+    count only when the map itself could be projected (available, exposure ``summary``, not
+    ``sensitive``, not future-dated, its list valid): a map a planner may not see lends it no name."""
     names: dict[str, str] = {}
     plan_names = plan.get("area_names")
     if isinstance(plan_names, Mapping):
         names.update({str(k): _clip(v) for k, v in plan_names.items() if isinstance(v, str) and v.strip()})
     env = context.get("map")
-    areas = env.data.get("areas") if env is not None else None
-    if isinstance(areas, list):
-        for item in areas:
-            if isinstance(item, Mapping) and isinstance(item.get("area_name"), str):
-                names[str(item.get("area_id"))] = _clip(item["area_name"])
+    if env is None or not env.available or not _projectable(env, now_ms):
+        return names
+    areas = env.data.get("areas")
+    if DOMAIN_TABLE["map"].keys["areas"].allows(areas):
+        assert isinstance(areas, list)
+        names.update((item["area_id"], _clip(item["area_name"])) for item in areas)
     return names
 
 
@@ -112,13 +122,13 @@ def planner_summary(
 ) -> dict[str, Any]:
     """``planner_context_summary.v2`` of ``context`` for ``plan`` at ``now_ms`` (receive-time
     clock): ``{"summary": ..., "domains": {domain: {"state", "age_ms", "data"?}}}``."""
-    names = area_names(context, plan)
+    names = area_names(context, plan, now_ms)
     domains: dict[str, Any] = {}
     for domain in domains_to_read(plan, registry):
         env = context.get(domain)
         if env is None or domain in NEVER_PROJECTED or domain not in DOMAIN_TABLE:
             continue
-        if env.exposure != "summary" or env.sensitivity != "normal" or env.skewed(now_ms):
+        if not _projectable(env, now_ms):
             continue  # not for a planner; or from a clock ahead of ours, never current
         age = env.age_ms(now_ms)
         entry: dict[str, Any]

@@ -105,6 +105,8 @@ class DeviceState:
     active_experience_id: str | None = None
     ended_experiences: list[tuple[str, str]] = field(default_factory=list)
     last_task_sequence: int | None = None
+    #: the sequence of the last task event refused as a jump (§5), which the next may confirm
+    sequence_jump: int | None = None
     snapshot: dict[str, SnapshotEntry] = field(default_factory=dict)
     debounce: dict[str, DebounceState] = field(default_factory=dict)
     voice_session_active: bool = False
@@ -160,6 +162,8 @@ class DeviceState:
             obj["context"] = {k: e.to_list() for k, e in self.context.items()}
         if self.precondition_due_ms is not None:
             obj["precondition_due_ms"] = self.precondition_due_ms
+        if self.sequence_jump is not None:
+            obj["sequence_jump"] = self.sequence_jump
         return obj
 
     @classmethod
@@ -184,6 +188,7 @@ class DeviceState:
             last_received_ms=d["last_received_ms"],
             context={k: KeptEnvelope.from_list(v) for k, v in (d.get("context") or {}).items()},
             precondition_due_ms=d.get("precondition_due_ms"),
+            sequence_jump=d.get("sequence_jump"),
         )
 
     def has_pending(self) -> bool:

@@ -3,34 +3,37 @@
 The table says, per domain, its default TTL and the data keys it may carry with their type; a key
 marked *grounding* or *evidence* is accepted but never projected to a planner (§9.3). The gate
 checks every admitted snapshot's ``data`` against it (:func:`data_problems`: an unlisted key or a
-bad value is ``fact_invalid``; forbidden keys were already refused as ``privacy_violation``).
+bad value is ``fact_invalid``; forbidden keys were already refused as ``privacy_violation``), then
+its times (:func:`skewed_paths`: one more than 5 s after the receive time is ``clock_skew``).
 
 :class:`KeptEnvelope` is what the pipeline keeps per device and domain: the newest envelope
-(greatest ``freshness.observed_at_ms``, ties: greater ``provenance.sequence``). Its freshness is
-never stored: :meth:`KeptEnvelope.age_ms` and :meth:`KeptEnvelope.is_fresh` compute it at the
-moment of evaluation on the receive-time clock, so a replay agrees with the live run.
+(greatest ``freshness.observed_at_ms``, ties: greater ``provenance.sequence``), its TTL the
+device's within the domain's default. Its freshness is never stored: :meth:`KeptEnvelope.age_ms`
+and :meth:`KeptEnvelope.is_fresh` compute it at the moment of evaluation on the receive-time
+clock, so a replay agrees with the live run.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
 from topics.hostile import safe_path
-from topics.records import ID_PATTERN, MAX_FACT_STR_LEN, DomainEnvelope
+from topics.records import ID_PATTERN, MAX_FACT_STR_LEN, DeviceContext, DomainEnvelope
+from topics.text import visible
 
 KeyType = Literal["enum", "str", "id", "bool", "int", "number", "area_list"]
 KeyRole = Literal["state", "grounding", "evidence"]
 
 #: The most areas a ``map.areas`` list may hold.
 MAX_MAP_AREAS = 64
-#: An envelope observed more than this after the evaluation time is clock skew: never current
-#: (the same bound as an observation's, §4.3 step 6).
+#: A snapshot observed more than this after its receive time is refused (``clock_skew``), and an
+#: envelope observed more than this after the evaluation time is never current (the same bound as
+#: an observation's, §4.3 step 6).
 MAX_CLOCK_SKEW_MS = 5_000
 _ID_RE = re.compile(ID_PATTERN)
 
@@ -80,10 +83,8 @@ class DomainSpec:
 
 
 def _printable(text: str) -> bool:
-    """A short printable text: no control or format characters (bidi overrides, zero-width)."""
-    if not 0 < len(text) <= MAX_FACT_STR_LEN:
-        return False
-    return all(unicodedata.category(ch)[0] != "C" for ch in text)
+    """A short visible text (:func:`topics.text.visible`: no control, format or invisible character)."""
+    return 0 < len(text) <= MAX_FACT_STR_LEN and visible(text)
 
 
 def _area_list(value: object) -> bool:
@@ -206,6 +207,20 @@ def data_problems(domain: str, data: Mapping[str, Any]) -> list[str]:
     return bad
 
 
+def skewed_paths(ctx: DeviceContext, received_at_ms: int) -> list[str]:
+    """The paths of the snapshot's times observed more than :data:`MAX_CLOCK_SKEW_MS` after its
+    receive time (the record's Kafka timestamp, as for an observation's ``clock_skew``, §4.3 step
+    6): the snapshot's ``observed_at_ms`` and each domain's ``freshness.observed_at_ms``. A
+    snapshot with one is refused (§9.1): kept, a future time would stay the newest for years."""
+    limit = received_at_ms + MAX_CLOCK_SKEW_MS
+    bad = ["observed_at_ms"] if ctx.observed_at_ms > limit else []
+    for name, env in ctx.domains.items():
+        observed = env.freshness.observed_at_ms
+        if observed is not None and observed > limit:
+            bad.append(f"domains.{name}.freshness.observed_at_ms")
+    return bad
+
+
 @dataclass(frozen=True, slots=True)
 class KeptEnvelope:
     """The envelope the pipeline keeps for one domain of one device (its newest)."""
@@ -220,8 +235,12 @@ class KeptEnvelope:
 
     @classmethod
     def of(cls, domain: str, env: DomainEnvelope, snapshot_observed_at_ms: int) -> KeptEnvelope:
+        """The envelope as kept: its TTL is the device's ``ttl_ms`` within the domain's default
+        (the smaller of the two, as for an observation's, §4.1), so no envelope stays fresh for
+        longer than its domain allows."""
         fr = env.freshness
-        ttl = fr.ttl_ms if fr.ttl_ms is not None else DOMAIN_TABLE[domain].default_ttl_ms
+        default_ttl = DOMAIN_TABLE[domain].default_ttl_ms
+        ttl = default_ttl if fr.ttl_ms is None else min(fr.ttl_ms, default_ttl)
         return cls(
             observed_at_ms=fr.observed_at_ms if fr.observed_at_ms is not None else snapshot_observed_at_ms,
             sequence=env.provenance.sequence if env.provenance is not None else None,
@@ -282,4 +301,5 @@ __all__ = [
     "KeptEnvelope",
     "KeySpec",
     "data_problems",
+    "skewed_paths",
 ]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
@@ -24,7 +23,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from topics.conditions import condition_problems
-from topics.context import data_problems
+from topics.context import MAX_CLOCK_SKEW_MS, data_problems, skewed_paths
 from topics.hostile import (
     INT64_MAX,
     INT64_MIN,
@@ -51,13 +50,14 @@ from topics.records import (
 )
 from topics.registry import ContractSpec, FactSpec, Registry
 from topics.steps import PLANNER_EXPOSURES, missing_args, step_problem
+from topics.text import visible
 
 GateKind = Literal["observations", "task-events", "plans", "device-context"]
 GATE_KINDS: tuple[str, ...] = get_args(GateKind)
 
 #: Reason codes whose dead letter may carry a copy of the payload (§10).
 PAYLOAD_REASONS: frozenset[str] = frozenset(
-    {"schema_invalid", "key_mismatch", "unknown_contract", "cross_device", "plan_invalid"}
+    {"schema_invalid", "key_mismatch", "unknown_contract", "cross_device", "plan_invalid", "clock_skew"}
 )
 
 #: The most areas a plan may name (as many as a device's map may hold, §9.1).
@@ -443,26 +443,14 @@ def plan_problems(
             if area not in areas:
                 problems.append((f"area_names.{safe_key(area)}", "names an area not in the plan's areas"))
     for path in _unprintable(plan.model_dump(mode="json") if dump is None else dump):
-        problems.append((path, "not printable text (a control or bidirectional character)"))
+        problems.append((path, "not visible text (a control, format, invisible or bidirectional character)"))
     if plan.preconditions is not None:
         problems.extend(("preconditions", p) for p in condition_problems(plan.preconditions))
     return problems
 
 
-#: Bidirectional formatting characters (embeddings, overrides, isolates and marks).
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-#: What may make a plan's encoded form hold a string that is not :func:`printable`: a control
-#: character (Unicode ``Cc``: U+0000–U+001F, U+007F–U+009F), a bidirectional one, or a backslash
-#: (orjson's escapes)
-_SUSPECT = re.compile("[\x00-\x1f\x7f-\x9f\\\\" + "".join(sorted(_BIDI)) + "]")
-
-
-def printable(text: str) -> bool:
-    """Text without control characters (Unicode ``Cc``) or bidirectional formatting characters
-    (§2 rule 10)."""
-    if text.isascii():
-        return text.isprintable()
-    return not any(unicodedata.category(c) == "Cc" or c in _BIDI for c in text)
+#: Plan text is visible text (§2 rule 10): the rule of device context's text too (:mod:`topics.text`)
+printable = visible
 
 
 def _unprintable(dump: dict[str, Any]) -> list[str]:
@@ -472,10 +460,9 @@ def _unprintable(dump: dict[str, Any]) -> list[str]:
         text = orjson.dumps(dump).decode("utf-8")
     except orjson.JSONEncodeError:
         text = "\\"
-    # no control character (orjson escapes those below U+0020 with a backslash, the others stay as
-    # they are), no bidirectional one and no backslash in the encoded form: every string and key
-    # is printable, no walk needed
-    if _SUSPECT.search(text) is None:
+    # an encoded form that is visible text without a backslash (orjson writes a control character
+    # below U+0020 as an escape): every string and key is visible, no walk needed
+    if "\\" not in text and visible(text):
         return []
     found: list[str] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(dump, ())]
@@ -621,6 +608,10 @@ class Gate:
                         "device context: unlisted key or bad value at " + _paths_text(bad),
                         bad,
                     )
+                skewed = skewed_paths(context, received_at_ms)
+                if skewed:
+                    detail = f"observed more than {MAX_CLOCK_SKEW_MS} ms after the receive time at "
+                    raise _Reject("clock_skew", detail + _paths_text(skewed), skewed)
                 record = context
             else:
                 raise _Reject("schema_invalid", f"unknown input kind {kind!r}")

@@ -110,6 +110,7 @@ DropReason = Literal[
     "budget_exhausted",
     "winding_down",
     "out_of_order",
+    "sequence_jump",
     "stale_etag",
     "plan_rejected",
     "condition_not_met",
@@ -125,6 +126,7 @@ DeadLetterReason = Literal[
     "unknown_contract",
     "cross_device",
     "plan_invalid",
+    "clock_skew",
 ]
 DomainName = Literal[
     "movement",
