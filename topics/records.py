@@ -119,12 +119,14 @@ DeadLetterReason = Literal[
     "not_json",
     "schema_invalid",
     "too_large",
+    "key_invalid",
     "key_mismatch",
     "privacy_violation",
     "fact_invalid",
     "unknown_contract",
     "cross_device",
     "plan_invalid",
+    "output_invalid",
 ]
 DomainName = Literal[
     "movement",
