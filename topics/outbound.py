@@ -55,8 +55,8 @@ def encode_output(out: Out, cause: Cause | None) -> Encoded:
     try:
         key = out.key.encode("utf-8") if out.key is not None else None
         value = orjson.dumps(out.value)
-    except (UnicodeEncodeError, orjson.JSONEncodeError) as exc:
-        return _refused(out, cause, f"its {out.kind} output cannot be encoded ({type(exc).__name__})")
+    except (UnicodeEncodeError, orjson.JSONEncodeError):
+        return _refused(out, cause, f"its {out.kind} output cannot be encoded as JSON")
     size = len(value) + (len(key) if key is not None else 0)
     if size > OUTPUT_MAX_BYTES:
         return _refused(out, cause, f"its {out.kind} output of {size} bytes is over {OUTPUT_MAX_BYTES}")
