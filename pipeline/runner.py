@@ -199,8 +199,8 @@ class Processor:
             )
         )
         if not isinstance(verdict, Admitted):
-            key_str = key.decode("utf-8", "replace") if key is not None else None
-            return Processed([Out("deadletter", key_str, verdict.value)], [], None)
+            # published under the key the dead letter shows: bounded (§10), never the raw key
+            return Processed([Out("deadletter", verdict.value["key"], verdict.value)], [], None)
         record = verdict.record
         device_id = record.device_id
         # Coords(kind, partition, offset), without the frozen dataclass's checked attribute writes

@@ -51,6 +51,7 @@ from tables.store.writes import PendingWrites
 from topics.envelope import Coords, Out
 from topics.gate import Admitted, Rejected
 from topics.names import INPUT_SUFFIXES, TopicNames
+from topics.outbound import Cause, encode_output
 from topics.records import ExperiencePlan
 
 log = logging.getLogger(__name__)
@@ -639,15 +640,23 @@ class PipelineShell:
                 # a lower bound of the next record faust hands over: it only moves up
                 self.start_offset[key] = max(self.start_offset.get(key, 0), int(offset))
 
-    def emit(self, outs: list[Out], trigger_received_ms: int | None = None) -> None:
+    def emit(
+        self, outs: list[Out], trigger_received_ms: int | None = None, cause: Cause | None = None
+    ) -> None:
+        """Hand ``outs`` (built from ``cause``) to the batch; an output Kafka would refuse goes as
+        its ``output_invalid`` dead letter instead (:func:`topics.outbound.encode_output`)."""
         send = self.store.writes.send
-        for out in outs:
-            key = out.key.encode() if out.key is not None else None
-            send(self.out_topics[out.kind], key, orjson.dumps(out.value))
-            if waited_on(out):
+        sent = [encode_output(out, cause) for out in outs]
+        for enc in sent:
+            if enc.refused is not None:
+                v = enc.out.value
+                log.error("guardian: %s[%s]@%s: %s (sent as its dead letter)", v["source_topic"],
+                          v["partition"], v["offset"], enc.refused)  # fmt: skip
+            send(self.out_topics[enc.out.kind], enc.key, enc.value)
+            if waited_on(enc.out):
                 self.batch.waited_on()
         if self.metrics is not None and outs:
-            self.batch.tally.outs(outs, trigger_received_ms)
+            self.batch.tally.outs([enc.out for enc in sent], trigger_received_ms)
 
     async def receive(self, message: Any) -> None:
         """A message from faust's conductor (input topics and ``control``): into the inbox; waits
@@ -844,7 +853,7 @@ class PipelineShell:
             self.batch.tally.inputs[suffix] += 1
             if self.metrics.trace is not None:
                 self.batch.tally.trace(self.metrics.trace.handled(msg, done.outs))
-        self.emit(done.outs, received_at_ms)
+        self.emit(done.outs, received_at_ms, Cause(msg.topic, partition, offset, msg.value, received_at_ms))
         self.track(done, partition)
 
     def control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
@@ -877,14 +886,15 @@ class PipelineShell:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self._bad_control(coords, f"op {op!r} without a usable {exc}")
             return
+        cause = Cause(self.names.control, partition, coords.offset, raw, received_at_ms)
         if op == "confirm":
             done = self.processor.confirm_quiet(self.store.at(partition), device_id, now_ms, coords)
-            self.emit(done.outs)
+            self.emit(done.outs, cause=cause)
         else:
             done = self.processor.apply(
                 self.store.at(partition), device_id, trigger, verdict, etag, at_ms, coords
             )
-            self.emit(done.outs, trigger.received_at_ms)
+            self.emit(done.outs, trigger.received_at_ms, cause)
         self.track(done, partition)
 
     def _bad_control(self, coords: Coords, why: str) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from topics.context import DOMAIN_TABLE, ContextView, KeySpec
+from topics.hostile import safe_key
 
 State = Literal["KNOWN", "STALE", "UNKNOWN"]
 OPERATORS: tuple[str, ...] = (
@@ -108,7 +109,7 @@ def condition_problems(cond: object, *, args: Sequence[str] | None = None) -> li
             return
         ((name, body),) = node.items()
         if name not in COMBINATORS:
-            problems.append(f"{where}: unknown combinator {str(name)[:32]!r}")
+            problems.append(f"{where}: unknown combinator '{safe_key(str(name))}'")
         elif name == "not":
             walk(body, f"{where}.not", depth + 1)
         elif not isinstance(body, list) or not body:
@@ -129,17 +130,17 @@ def _leaf_problems(leaf: dict[str, Any], where: str, args: Sequence[str] | None)
         return [f"{where}.op: unknown operator"]
     allowed = {"path", "op"} if op in _BOOL_OPS else {"path", "op", "value"}
     if leaf.keys() != allowed:
-        extra = sorted(str(k)[:32] for k in leaf.keys() - allowed)
+        extra = sorted(safe_key(str(k)) for k in leaf.keys() - allowed)
         missing = sorted(allowed - leaf.keys())
-        what = f"unknown field {extra[0]!r}" if extra else f"missing field {missing[0]!r}"
+        what = f"unknown field '{extra[0]}'" if extra else f"missing field '{missing[0]}'"
         return [f"{where}: {what}"]
     if not isinstance(path, str):
         return [f"{where}.path: must be DOMAIN.KEY"]
     spec = _path_spec(path)
     if spec is None:
-        return [f"{where}.path: unknown path {path[:64]!r}"]
+        return [f"{where}.path: unknown path '{safe_key(path)}'"]
     if not spec.projected:
-        return [f"{where}.path: {path} is grounding or evidence, not state"]
+        return [f"{where}.path: {safe_key(path)} is grounding or evidence, not state"]
     value = leaf.get("value")
     if spec.type == "area_list" or op == "contains":
         if not (spec.type == "area_list" and op == "contains"):
@@ -147,7 +148,7 @@ def _leaf_problems(leaf: dict[str, Any], where: str, args: Sequence[str] | None)
         if isinstance(value, str) and value.startswith(ARGS_PREFIX):
             name = value[len(ARGS_PREFIX) :]
             if args is None or name not in args:
-                return [f"{where}.value: {value[:64]!r} names no argument of the request"]
+                return [f"{where}.value: '{ARGS_PREFIX}{safe_key(name)}' names no argument of the request"]
             return []
         if not KeySpec("id").allows(value):
             return [f"{where}.value: must be an area_id"]
@@ -164,10 +165,10 @@ def _leaf_problems(leaf: dict[str, Any], where: str, args: Sequence[str] | None)
         if not isinstance(value, list) or not value or len(value) > MAX_IN_VALUES:
             return [f"{where}.value: must be a non-empty list of at most {MAX_IN_VALUES} values"]
         if not all(spec.allows(v) for v in value):
-            return [f"{where}.value: holds a value that {path} never takes"]
+            return [f"{where}.value: holds a value that {safe_key(path)} never takes"]
         return []
     if not spec.allows(value):
-        return [f"{where}.value: not a value {path} takes"]
+        return [f"{where}.value: not a value {safe_key(path)} takes"]
     return []
 
 

@@ -37,6 +37,7 @@ from topics.hostile import (
     safe_path,
     shape_of,
 )
+from topics.kafka_key import key_problem, shown_key
 from topics.records import (
     ID_PATTERN,
     MAX_RECORD_BYTES,
@@ -215,12 +216,6 @@ _set_rejected_event_id = Rejected.__dict__["event_id"].__set__
 # --------------------------------------------------------------------------------------------
 
 
-def _key_str(key: bytes | str | None) -> str | None:
-    if key is None or isinstance(key, str):
-        return key
-    return key.decode("utf-8", "replace")
-
-
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -279,7 +274,9 @@ def dead_letter_json(
     ``payload`` is the redacted copy of the parsed record (:class:`topics.hostile.Redactor`), kept
     only for the reasons that carry one: the raw bytes are never copied. An ``event_id`` that is
     not a valid ID is left out. ``detail`` and ``offending_paths`` must name keys by
-    :func:`topics.hostile.safe_key` only, never values."""
+    :func:`topics.hostile.safe_key` only, never values. ``key`` (the record's Kafka key) is shown
+    by :func:`topics.kafka_key.shown_key`: itself, or a bounded form of a key over 256 bytes or not
+    UTF-8 text."""
     if reason_code not in PAYLOAD_REASONS:
         payload = None
     if event_id is not None and _ID_FULLMATCH(event_id) is None:
@@ -289,7 +286,7 @@ def dead_letter_json(
         "source_topic": source_topic,
         "partition": partition,
         "offset": offset,
-        "key": _key_str(key),
+        "key": shown_key(key),
         "event_id": event_id,
         "detail": _cut(detail, _MAX_DETAIL_LEN),
         "offending_paths": [_cut(p, _MAX_PATH_LEN) for p in offending_paths][:_MAX_PATHS],
@@ -576,6 +573,9 @@ class Gate:
         raw = b"" if value is None else value
         obj: Any = None
         try:
+            bad_key = key_problem(key)
+            if bad_key is not None:
+                raise _Reject("key_invalid", bad_key)
             if len(raw) > MAX_RECORD_BYTES:
                 raise _Reject("too_large", f"record of {len(raw)} bytes is over {MAX_RECORD_BYTES}")
             try:

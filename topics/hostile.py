@@ -12,9 +12,12 @@ Pure helpers of the gate:
   find something (see :func:`needs_exact_scan`);
 - :func:`key_norm` is how a key is compared with the forbidden list: NFKC, case folding, zero-width
   and other format characters and combining marks removed;
-- :func:`safe_key` is how a key is named in a dead letter's ``offending_paths`` and ``detail``;
-- :class:`Redactor` makes a dead letter's redacted payload copy: every key kept, the value of every
-  key the contract does not define replaced by null, at any depth, cut at 16 KiB.
+- :func:`safe_key` is the one rule for how a dead letter names a key, in ``offending_paths``,
+  ``detail`` and the payload copy: as itself when it is an identifier, else by its hash (every
+  writer of names into a dead letter calls it: the gate, the condition validator, the redactor);
+- :class:`Redactor` makes a dead letter's redacted payload copy: every key kept (named by
+  :func:`safe_key`), the value of every key the contract does not define replaced by null, at any
+  depth, cut at 16 KiB.
 """
 
 from __future__ import annotations
@@ -294,7 +297,8 @@ def _redact(node: Any, shape: KeyShape, depth: int) -> Any:
             sub = shape.fields.get(k)
             if sub is None and shape.id_keys is not None and _ID_RE.fullmatch(k) is not None:
                 sub = shape.id_keys
-            out[k] = None if sub is None else _redact(v, sub, depth + 1)
+            # a key that is not an identifier is named by its hash, as in ``detail`` (§10)
+            out[safe_key(k)] = None if sub is None else _redact(v, sub, depth + 1)
         return out
     if tn is list:
         if depth > MAX_DEPTH:
@@ -304,7 +308,9 @@ def _redact(node: Any, shape: KeyShape, depth: int) -> Any:
 
 
 class Redactor:
-    """Redacted payload copies of the records of each input kind (§10)."""
+    """Redacted payload copies of the records of each input kind (§10): every key kept, named by
+    :func:`safe_key` (free text in a key name is hashed), the value of every key the contract does
+    not define null."""
 
     def __init__(self, fact_names: Iterable[str], arg_names: Iterable[str]) -> None:
         leafs = KeyShape()

@@ -120,6 +120,7 @@ DeadLetterReason = Literal[
     "not_json",
     "schema_invalid",
     "too_large",
+    "key_invalid",
     "key_mismatch",
     "privacy_violation",
     "fact_invalid",
@@ -127,6 +128,7 @@ DeadLetterReason = Literal[
     "cross_device",
     "plan_invalid",
     "clock_skew",
+    "output_invalid",
 ]
 DomainName = Literal[
     "movement",

@@ -240,7 +240,7 @@ def test_schema_comes_before_key_and_contract(gate: Gate) -> None:
     rejected(admit(gate, orjson.dumps(data), key=b"other-device"), "schema_invalid")
 
 
-@pytest.mark.parametrize("key", [b"airbot-0002", "airbot-0002", None, b"\xff"])
+@pytest.mark.parametrize("key", [b"airbot-0002", "airbot-0002", None, b"\x01bad key\x7f"])
 def test_key_mismatch(gate: Gate, key: Any) -> None:
     raw = orjson.dumps(SEED_OBSERVATION)
     rej = rejected(admit(gate, raw, key=key), "key_mismatch")

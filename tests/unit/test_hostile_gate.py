@@ -195,7 +195,9 @@ def test_payload_copies_keep_every_key_and_null_every_undefined_value() -> None:
     assert letter.reason_code == "schema_invalid"
     assert letter.payload is not None
     copied = orjson.loads(letter.payload)
-    assert copied["рin"] is None and copied["correlation"]["nоte"] is None
+    # kept, but named by their hashes: neither is an identifier (§10)
+    assert copied[safe_key("рin")] is None and copied["correlation"][safe_key("nоte")] is None
+    assert "рin" not in letter.payload and "nоte" not in letter.payload
     assert copied["event_id"] == data["event_id"] and copied["facts"] == data["facts"]
     assert "4821" not in letter.payload and "secret" not in letter.payload
     # a key mismatch copies the defined values, never the raw bytes

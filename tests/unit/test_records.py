@@ -299,8 +299,8 @@ def test_plan_rejects_unknown_fields_and_empty_steps() -> None:
 def test_enum_constants_match_the_contract() -> None:
     assert r.DECISIONS == ("continue", "ask_user", "replan", "abort", "return_to_station", "complete")
     assert set(r.DEADLETTER_REASONS) == {
-        "not_json", "schema_invalid", "too_large", "key_mismatch", "privacy_violation",
-        "fact_invalid", "unknown_contract", "cross_device", "plan_invalid", "clock_skew",
+        "not_json", "schema_invalid", "too_large", "key_invalid", "key_mismatch", "privacy_violation",
+        "fact_invalid", "unknown_contract", "cross_device", "plan_invalid", "clock_skew", "output_invalid",
     }  # fmt: skip
     assert len(r.DROP_REASONS) == 13
     assert {"plan_rejected", "condition_not_met", "sequence_jump"} <= set(r.DROP_REASONS)
