@@ -12,14 +12,12 @@ step modules of the core call them with the step context (:class:`pipeline.step.
   receive time ends ``blocked`` at that deadline — decided, like a debounce window, by the first
   later record of the device, a live worker's timer, or the end of a replay's input.
 - :func:`cancel_pending`: a user cancel while waiting ends it ``aborted`` (nothing to compensate).
-- :func:`passing_requests`: before a dispatch is published, each request's catalog ``requires``
-  is evaluated; a request that does not pass, and every request that depends on it, is left out
-  (timeline drop ``condition_not_met`` with the three-state result).
+
+Before a dispatch is published, each request's catalog ``requires`` is evaluated by
+:func:`pipeline.requires.passing_requests`.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pipeline import dispatch, ids
 from pipeline.step import Step
@@ -29,7 +27,6 @@ from topics.conditions import Result as ConditionResult
 from topics.conditions import evaluate
 from topics.context import MAX_CLOCK_SKEW_MS, KeptEnvelope
 from topics.records import DeviceContext
-from topics.registry import SAFETY_OPERATIONS
 
 #: How long a plan waits for a fresh snapshot after asking for one (receive-time clock, §9.4).
 REFRESH_DEADLINE_MS = 10_000
@@ -179,54 +176,3 @@ def cancel_pending(s: Step, exp: ExperienceState | None, at_ms: int) -> bool:
     s.dev.precondition_due_ms = None
     s.end(pending, "aborted", at_ms, "user cancel while waiting for preconditions")
     return True
-
-
-def passing_requests(
-    s: Step,
-    exp: ExperienceState,
-    dispatch_id: str,
-    requests: list[dict[str, Any]],
-    at_ms: int,
-) -> list[dict[str, Any]]:
-    """The requests that may go: a request whose catalog ``requires`` is not ``KNOWN true`` on the
-    device's context at ``at_ms`` is left out, and so is every request depending on one left out
-    (each with timeline drop ``condition_not_met``). Safety actions always go."""
-    registry, dev = s.core.registry, s.dev
-    left_out: set[str] = set()
-    kept: list[dict[str, Any]] = []
-    compensations = {
-        (name, undo) for name, cap in registry.capabilities.items() for undo in cap.compensation.values()
-    }
-    for r in requests:
-        step_id = str(r.get("step_id"))
-        capability, operation = str(r.get("capability")), str(r.get("operation"))
-        name = f"{capability}.{operation}"
-        blocked_by = [d for d in r.get("depends_on") or () if d in left_out]
-        if blocked_by:
-            left_out.add(step_id)
-            s.drop(
-                "condition_not_met",
-                dispatch_id,
-                at_ms,
-                f"{name} ({step_id}) left out: depends on {blocked_by[0]}, left out",
-                experience_id=exp.experience_id,
-            )
-            continue
-        cap = registry.capabilities.get(capability)
-        cond = cap.requires.get(operation) if cap is not None else None
-        if cond is None or name in SAFETY_OPERATIONS or (capability, operation) in compensations:
-            kept.append(r)
-            continue
-        result = evaluate(cond, dev.context, at_ms, args=r.get("args") or {})
-        if result.passes:
-            kept.append(r)
-            continue
-        left_out.add(step_id)
-        s.drop(
-            "condition_not_met",
-            dispatch_id,
-            at_ms,
-            f"{name} ({step_id}) left out: {result.describe()}",
-            experience_id=exp.experience_id,
-        )
-    return kept

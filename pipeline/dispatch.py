@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline import context_steps
+from pipeline.requires import passing_requests
 from pipeline.step import Step
 from supervisor.presenter import Language, user_question
 from supervisor.verdict import Verdict
@@ -153,7 +153,7 @@ def publish(
                 experience_id=exp.experience_id,
             )
             return False
-        requests = context_steps.passing_requests(s, exp, dispatch_id, requests, at_ms)
+        requests = passing_requests(s, exp, dispatch_id, requests, at_ms)
         if not requests:
             return False
     kind = (

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from supervisor.presenter import Language
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
 from topics.envelope import Out
-
-if TYPE_CHECKING:
-    from pipeline.core import Pipeline
+from topics.hostile import Redactor
+from topics.registry import Registry
 
 #: Decider: rules (synchronous) for inline decisions; None queues triggers for an async backend.
 Decider = Callable[[ExperienceState, Trigger], Verdict]
@@ -52,12 +52,23 @@ class Result:
     etag: int = 0
 
 
+class Core(Protocol):
+    """What a step reads of the pipeline's fixed parts (:class:`pipeline.core.Pipeline` is one)."""
+
+    registry: Registry
+    language: Language
+    redactor: Redactor
+    dedup_window_ms: int
+
+    def is_duplicate(self, seen_at: int | None, received_at_ms: int) -> bool: ...
+
+
 @dataclass(slots=True)
 class Step:
     """The context of one call of the core: the pipeline's fixed parts, the device, the result
     being built and the decider (None: promoted triggers wait for an asynchronous backend)."""
 
-    core: Pipeline
+    core: Core
     dev: DeviceState
     res: Result
     decide: Decider | None = None

@@ -123,3 +123,58 @@ def test_the_worker_registers_its_pipeline_and_timers(tmp_path: Path) -> None:
     assert not app.agents
     assert shell.names.prefix == "guardian."
     assert {"devices", "seen", "owners"} <= set(app.tables.keys())
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every project module (``pipeline.core``) -> the project modules it imports, anywhere in the
+    file (``from pipeline import dispatch`` names ``pipeline.dispatch`` when that is a module)."""
+    files = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for package in PROJECT
+        for p in (ROOT / package).rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in files)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    if sub in files:
+                        found.add(sub)
+                    elif node.module in files:
+                        found.add(node.module)
+        graph[module] = found - {module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import loops of ``graph`` (one path per loop found)."""
+    loops: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                loops.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return loops
+
+
+def test_no_import_circles() -> None:
+    graph = module_graph()
+    assert len(graph) > 100
+    assert circles(graph) == []
+
+
+def test_the_circle_check_finds_a_loop() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
