@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 #: Decider: rules (synchronous) for inline decisions; None queues triggers for an async backend.
 Decider = Callable[[ExperienceState, Trigger], Verdict]
 OwnerOf = Callable[[str], str | None]
+#: (experience_id, device_id, received_at_ms) -> may the device's plan take the free experience ID
+#: (False: the device's claim rate refuses it, docs/CONTRACTS.md §2 rule 11)
+ClaimOf = Callable[[str, str, int], bool]
 
 
 @dataclass(slots=True)
@@ -63,6 +66,8 @@ class Step:
     decide: Decider | None = None
     #: the experience→device index (§2 rule 9), for the cross-device checks
     owner_of: OwnerOf | None = None
+    #: the claim of a free experience ID (§2 rule 11); None: every claim is allowed
+    claim_of: ClaimOf | None = None
 
     def owner(self, experience_id: str) -> str | None:
         """The device whose plan first used ``experience_id`` (§2 rule 9), if it is known."""

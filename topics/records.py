@@ -125,6 +125,7 @@ DeadLetterReason = Literal[
     "unknown_contract",
     "cross_device",
     "plan_invalid",
+    "experience_rate",
 ]
 DomainName = Literal[
     "movement",
