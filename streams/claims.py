@@ -82,6 +82,8 @@ class ClaimsReader:
     #: write a snapshot when this worker's claim is the one it is due at (off: tests of the claims)
     snapshots: bool = True
     snapshot_task: asyncio.Task[None] | None = None
+    #: device -> its claims' turn (a lock, and how many claims of it wait or run)
+    turns: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def caught_up(self) -> bool:
@@ -161,6 +163,21 @@ class ClaimsReader:
         # claims already in the log are read first: an experience claimed before this worker
         # started is not claimed again
         await self.wait_caught_up()
+        # one claim of a device at a time: once the device's rate is used up, its next claims are
+        # found void before they are written (a device flooding new IDs writes few claims)
+        turn = self.turns.setdefault(device_id, [asyncio.Lock(), 0])
+        turn[1] += 1
+        try:
+            async with turn[0]:
+                await self._claim_in_turn(producer, experience_id, device_id, received_at_ms)
+        finally:
+            turn[1] -= 1
+            if not turn[1]:
+                del self.turns[device_id]
+
+    async def _claim_in_turn(
+        self, producer: Callable[[], Any], experience_id: str, device_id: str, received_at_ms: int
+    ) -> None:
         said = False
         try:
             while not self.settled(experience_id, device_id):

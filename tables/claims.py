@@ -24,6 +24,7 @@ does the Kafka I/O)."""
 
 from __future__ import annotations
 
+import sys
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,8 +94,10 @@ class ClaimLog:
     #: the offset the latest complete snapshot read covers the log up to (0: none), and the one before
     snapshot_at: int = 0
     previous_snapshot_at: int = 0
+    #: a snapshot is due every this many records (``GUARDIAN_CLAIMS_SNAPSHOT_EVERY``)
+    snapshot_every: int = SNAPSHOT_EVERY
     #: the first claim at or after this offset is the one whose writer writes the next snapshot
-    next_boundary: int = SNAPSHOT_EVERY
+    next_boundary: int = -1
     due: int | None = None
     #: the log was found to start at this offset: nothing is known until the snapshot covering the
     #: log up to it is read (None: nothing missing)
@@ -102,6 +105,10 @@ class ClaimLog:
     _held: list[_Record] = field(default_factory=list)
     _pieces: dict[int, bytes] = field(default_factory=dict)
     _marks: dict[int, set[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.next_boundary < 0:
+            self.next_boundary = self.snapshot_every
 
     # ---- reading the log -------------------------------------------------------------------
     def read(
@@ -154,7 +161,7 @@ class ClaimLog:
             return
         if offset >= self.next_boundary:
             self.due = offset
-            self.next_boundary = offset + SNAPSHOT_EVERY
+            self.next_boundary = offset + self.snapshot_every
         try:
             experience_id = key.decode() if key is not None else ""
             device_id = value.decode() if value is not None else ""
@@ -205,6 +212,13 @@ class ClaimLog:
     def __len__(self) -> int:
         """The number of claims held."""
         return len(self.table)
+
+    def memory_bytes(self) -> int:
+        """About the bytes the claims hold: the table's arrays, the devices' rates and names."""
+        keys, owners, rate = self.table.keys, self.table.owners, self.rate
+        arrays = keys.itemsize * len(keys) + owners.itemsize * len(owners) + 8 * len(rate.due_ms)
+        names = sum(sys.getsizeof(d) for d in rate.devices)
+        return arrays + names + sys.getsizeof(rate.devices) + sys.getsizeof(rate.index)
 
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(self) -> bytes:
