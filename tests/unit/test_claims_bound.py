@@ -108,7 +108,7 @@ def test_a_worker_starting_after_a_snapshot_reads_it_and_the_tail_and_decides_th
     tail: list[tuple[int, Any, bytes | None, int, Any]] = [(at + 1, b"exp_after", OTHER.encode(), later, ())]
     snap = [(o, k, v, T0, h) for o, k, v, h in snapshot_records(follower, at + 2)]
     snap_at = follower.position  # the snapshot covers the log up to here (the claim at ``at``)
-    tail += snap + [(snap[-1][0] + 1, b"exp_shared", FLOODER.encode(), T0 + 10**9, ())]
+    tail += [*snap, (snap[-1][0] + 1, b"exp_shared", FLOODER.encode(), T0 + 10**9, ())]
     # the log now starts at the snapshot's offset: a worker starting reads from there
     starting = ClaimLog()
     starting.await_snapshot(snap_at)
