@@ -74,10 +74,10 @@ class ClaimsReader:
     #: the tasks claiming them
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     retry_s: float = CLAIM_RETRY_S
-    #: (experience, device) of plans whose claim is void for the device's rate (cleared once the
-    #: plan leaves the merge, and on a rebalance)
+    #: (experience, device) of plans whose claim is void for the device's rate (forgotten once the
+    #: plan leaves the merge; at most ``MAX_REFUSED``)
     refused: set[tuple[str, str]] = field(default_factory=set)
-    #: claims found void (their plans refused), for the metrics
+    #: claims found void (their plans refused, counted as ``experience_rate`` dead letters)
     voided: int = 0
     #: write a snapshot when this worker's claim is the one it is due at (off: tests of the claims)
     snapshots: bool = True

@@ -41,7 +41,9 @@ async def write(reader: ClaimsReader, producer: Any) -> None:
     claims = reader.claims
     at = claims.position
     previous = claims.snapshot_at
-    data = claims.snapshot()
+    # the fold as it is now (copied at once); compressed in a thread, the event loop going on
+    fields, arrays = claims.snapshot_parts()
+    data = await asyncio.to_thread(claim_snapshot.encode, fields, arrays)
     pieces = claim_snapshot.chunks(data, at)
     async with asyncio.timeout(SNAPSHOT_TIMEOUT_S):
         last = -1

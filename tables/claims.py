@@ -223,6 +223,10 @@ class ClaimLog:
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(self) -> bytes:
         """Everything this fold knows, covering the log up to :attr:`position`."""
+        return claim_snapshot.encode(*self.snapshot_parts())
+
+    def snapshot_parts(self) -> tuple[dict[str, Any], tuple[bytes, bytes, bytes]]:
+        """:meth:`snapshot`'s fields and arrays (copies), before they are encoded."""
         if self.awaiting is not None:
             raise RuntimeError("the claims log is not read completely: no snapshot of it")
         fields = {
@@ -233,10 +237,10 @@ class ClaimLog:
             "previous_snapshot_at": self.previous_snapshot_at,
             "next_boundary": self.next_boundary,
             "due": self.due,
-            "devices": self.rate.devices,
+            "devices": list(self.rate.devices),
         }
         keys, owners = self.table.to_bytes()
-        return claim_snapshot.encode(fields, (self.rate.due_ms.tobytes(), keys, owners))
+        return fields, (self.rate.due_ms.tobytes(), keys, owners)
 
     def _load(self, data: bytes) -> None:
         fields, (due_ms, keys, owners) = claim_snapshot.decode(data)

@@ -300,7 +300,7 @@ def test_enum_constants_match_the_contract() -> None:
     assert r.DECISIONS == ("continue", "ask_user", "replan", "abort", "return_to_station", "complete")
     assert set(r.DEADLETTER_REASONS) == {
         "not_json", "schema_invalid", "too_large", "key_mismatch", "privacy_violation",
-        "fact_invalid", "unknown_contract", "cross_device", "plan_invalid",
+        "fact_invalid", "unknown_contract", "cross_device", "plan_invalid", "experience_rate",
     }  # fmt: skip
     assert len(r.DROP_REASONS) == 12 and {"plan_rejected", "condition_not_met"} <= set(r.DROP_REASONS)
     assert len(r.TASK_STATUSES) == 10 and "aborted" in r.TASK_STATUSES
