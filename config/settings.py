@@ -57,6 +57,8 @@ class Settings:
     #: behind a backlog, how long a worker's table writes may wait so that a device's state is
     #: written once for several of its records (0: written with every flush)
     defer_state_s: float = 2.0
+    #: a snapshot of the experience claims is written to the claims topic every this many records
+    claims_snapshot_every: int = 50_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -82,6 +84,9 @@ class Settings:
             raise SettingsError(
                 f"GUARDIAN_DEFER_STATE_S must be between 0 (off) and 60, not {defer_state_s:g}"
             )
+        snapshot_every = _number(env, "GUARDIAN_CLAIMS_SNAPSHOT_EVERY", "50000", int, "a whole number")
+        if snapshot_every < 10:
+            raise SettingsError(f"GUARDIAN_CLAIMS_SNAPSHOT_EVERY must be at least 10, not {snapshot_every}")
         data_dir = Path(env["GUARDIAN_DATA_DIR"]) if env.get("GUARDIAN_DATA_DIR") else _default_data_dir(env)
         return cls(
             bootstrap=env.get("GUARDIAN_KAFKA_BOOTSTRAP") or None,
@@ -99,6 +104,7 @@ class Settings:
             web_host=env.get("GUARDIAN_WEB_HOST") or "127.0.0.1",
             ready_timeout_s=ready_timeout_s,
             defer_state_s=defer_state_s,
+            claims_snapshot_every=snapshot_every,
             capabilities_file=(
                 Path(env["GUARDIAN_CAPABILITIES_FILE"]) if env.get("GUARDIAN_CAPABILITIES_FILE") else None
             ),

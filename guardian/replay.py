@@ -361,7 +361,8 @@ class ReplayEngine:
             claim = (verdict.record.experience_id, verdict.record.device_id)
             if claim not in self._foreign_claims:
                 self._foreign_claims.add(claim)
-                if self.store.owner_of(claim[0]) is None:  # the first device's plan owns it (§2 rule 9)
+                # the first device's plan owns it (§2 rule 9), within its claim rate (rule 12)
+                if self.store.owner_of(claim[0]) is None and self.store.claim(*claim, row[0]):
                     self.store.put_owner(*claim)
 
     @property

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import context_steps, debounce, decisions, dispatch, observations, plans, task_events
-from pipeline.step import Decider, OwnerOf, RawRef, Result, Step
+from pipeline.step import ClaimOf, Decider, OwnerOf, RawRef, Result, Step
 from supervisor.presenter import Language
 from supervisor.verdict import Verdict
 from tables.state import DeviceState, ExperienceState, Trigger
@@ -74,9 +74,10 @@ class Pipeline:
         owner_of: OwnerOf | None = None,
         raw: RawRef | None = None,
         plan_json: dict[str, Any] | None = None,
+        claim_of: ClaimOf | None = None,
     ) -> Result:
         """``plan_json``: the plan's ``model_dump(mode="json")`` when the caller has it (the gate's)."""
-        s = Step(self, dev, Result(), owner_of=owner_of)
+        s = Step(self, dev, Result(), owner_of=owner_of, claim_of=claim_of)
         plans.on_plan(s, exp, plan, received_at_ms, raw, plan_json)
         return s.done()
 

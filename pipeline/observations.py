@@ -14,7 +14,7 @@ from pipeline.step import RawRef, Step
 from tables.state import SnapshotEntry
 from topics.envelope import Out
 from topics.gate import dead_letter_json
-from topics.records import Observation
+from topics.records import DeadLetterReason, Observation
 
 #: §4.3 step 6: an observation more than 5 s in the future is clock skew.
 MAX_CLOCK_SKEW_MS = 5_000
@@ -109,11 +109,28 @@ def refused_cross_device(
     rule 9); if so it is refused with a ``cross_device`` dead letter (its redacted copy, §10)."""
     if owner is None or owner == s.dev.device_id:
         return False
+    refuse(s, "cross_device", kind, record, raw, received_at_ms, event_id=event_id, detail=detail, path=path)
+    return True
+
+
+def refuse(
+    s: Step,
+    reason: DeadLetterReason,
+    kind: str,
+    record: BaseModel | dict[str, Any],
+    raw: RawRef | None,
+    received_at_ms: int,
+    *,
+    event_id: str,
+    detail: str,
+    path: str,
+) -> None:
+    """Refuse an admitted record with a ``reason`` dead letter (its redacted copy, §10)."""
     dumped = record if isinstance(record, dict) else record.model_dump(mode="json")
     device_id = s.dev.device_id
     value = raw.value if raw is not None else orjson.dumps(dumped)
     letter = dead_letter_json(
-        "cross_device",
+        reason,
         value,
         source_topic=raw.source_topic if raw else "",
         partition=raw.partition if raw else 0,
@@ -126,4 +143,3 @@ def refused_cross_device(
         payload=s.core.redactor.payload(kind, dumped),
     )
     s.res.outs.append(Out("deadletter", device_id, letter))
-    return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import context_steps, debounce
-from pipeline.observations import refused_cross_device
+from pipeline.observations import refuse, refused_cross_device
 from pipeline.step import RawRef, Step, active
 from tables.state import Budgets, ExperienceState
 from topics.records import DeviceContext, ExperiencePlan
@@ -48,6 +48,21 @@ def on_plan(
             received_at_ms,
             "plan already received",
             experience_id=plan.experience_id,
+        )
+        return
+    # §2 rule 12: a new experience ID is claimed within the device's claim rate
+    claim = s.claim_of
+    if owner is None and claim is not None and not claim(plan.experience_id, dev.device_id, received_at_ms):
+        refuse(
+            s,
+            "experience_rate",
+            "plans",
+            plan_json,
+            raw,
+            received_at_ms,
+            event_id=plan.experience_id,
+            detail="the device claims new experience IDs faster than its claim rate allows",
+            path="experience_id",
         )
         return
     context_steps.deadline_due(s, exp, received_at_ms)

@@ -14,6 +14,7 @@ from typing import Protocol
 from pipeline.core import Pipeline
 from pipeline.step import Decider, RawRef, Result
 from supervisor.verdict import Verdict
+from tables.claims import ClaimRate
 from tables.state import DeviceState, ExperienceState, PlanParts, Trigger
 from topics.envelope import Coords, Out
 from topics.gate import Admitted, Gate, Rejected
@@ -58,6 +59,11 @@ class StateStore(Protocol):
 
     def put_owner(self, experience_id: str, device_id: str) -> None: ...
 
+    def claim(self, experience_id: str, device_id: str, received_at_ms: int) -> bool:
+        """May ``device_id``'s plan received at ``received_at_ms`` take ``experience_id``, which
+        has no owner (§2 rule 12)? False: beyond the device's claim rate, its plan is refused."""
+        ...
+
 
 @dataclass
 class MemoryStore:
@@ -67,6 +73,8 @@ class MemoryStore:
     experiences: dict[str, ExperienceState] = field(default_factory=dict)
     seen: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
+    #: each device's claim rate (§2 rule 12), claimed in processing order
+    rates: ClaimRate = field(default_factory=ClaimRate)
 
     def applied_outputs(self, device_id: str, coords: Coords) -> list[Out] | None:
         return None
@@ -97,6 +105,9 @@ class MemoryStore:
 
     def put_owner(self, experience_id: str, device_id: str) -> None:
         self.owners[experience_id] = device_id
+
+    def claim(self, experience_id: str, device_id: str, received_at_ms: int) -> bool:
+        return self.rates.allow(device_id, received_at_ms)
 
 
 class ReplayStore(MemoryStore):
@@ -259,6 +270,7 @@ class Processor:
                 owner_of=store.owner_of,
                 raw=RawRef(source_topic, partition, offset, value or b""),
                 plan_json=verdict.json,
+                claim_of=store.claim,
             )
             if res.owner is not None:
                 store.put_owner(*res.owner)

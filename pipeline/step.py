@@ -19,6 +19,9 @@ from topics.registry import Registry
 #: Decider: rules (synchronous) for inline decisions; None queues triggers for an async backend.
 Decider = Callable[[ExperienceState, Trigger], Verdict]
 OwnerOf = Callable[[str], str | None]
+#: (experience_id, device_id, received_at_ms) -> may the device's plan take the free experience ID
+#: (False: the device's claim rate refuses it, docs/CONTRACTS.md §2 rule 12)
+ClaimOf = Callable[[str, str, int], bool]
 
 
 @dataclass(slots=True)
@@ -74,6 +77,8 @@ class Step:
     decide: Decider | None = None
     #: the experience→device index (§2 rule 9), for the cross-device checks
     owner_of: OwnerOf | None = None
+    #: the claim of a free experience ID (§2 rule 12); None: every claim is allowed
+    claim_of: ClaimOf | None = None
 
     def owner(self, experience_id: str) -> str | None:
         """The device whose plan first used ``experience_id`` (§2 rule 9), if it is known."""

@@ -41,7 +41,8 @@ CHANGELOG_CONFIG = {"cleanup.policy": "compact"}
 #: check, possibly before a worker has read them: the worker then starts past them, ready and idle.
 INPUT_CONFIG = {"retention.ms": "-1"}
 #: the experience claims topic (``tables.claims``): ONE partition (one order for every worker), and
-#: a claim is never removed (no compaction, no time or size retention): the first claim stays first
+#: no compaction, no time or size retention (the first claim stays first): only the workers delete
+#: its records, those before a snapshot of them (``streams.claims_snapshot``)
 CLAIMS_PARTITIONS = 1
 CLAIMS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 

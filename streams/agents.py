@@ -445,8 +445,8 @@ class PipelineShell:
     #: experience's owner is settled in the claims log (None: no claims, the owner index alone
     #: decides, e.g. unit tests)
     claims: ClaimsReader | None = None
-    #: (partition, offset) of a plan in the merge -> (its experience, its device) (admitted plans)
-    claimed: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    #: (partition, offset) of a plan in the merge -> (its experience, its device, its receive time)
+    claimed: dict[tuple[int, int], tuple[str, str, int]] = field(default_factory=dict)
     #: (partition, offset) of a plan the gate judged on its way into the merge (:meth:`claim`) ->
     #: that verdict, taken by its processing instead of admitting the plan a second time (a record
     #: at a plans offset never changes; forgotten when processed or on a rebalance)
@@ -769,6 +769,7 @@ class PipelineShell:
         after it in its partition behind it, and nothing popped waits for Kafka."""
         if self.claims is None:
             return
+        at = round(msg.timestamp * 1000)
         verdict = self.processor.gate.admit(
             "plans",
             msg.key,
@@ -776,19 +777,19 @@ class PipelineShell:
             source_topic=msg.topic,
             partition=int(msg.partition),
             offset=int(msg.offset),
-            received_at_ms=round(msg.timestamp * 1000),
+            received_at_ms=at,
         )
         self.admitted_plans[(int(msg.partition), int(msg.offset))] = verdict
         if not isinstance(verdict, Admitted) or not isinstance(verdict.record, ExperiencePlan):
             return  # dead-lettered by the core: it claims nothing
         plan = verdict.record
-        if self.claims.settled(plan.experience_id):
+        if self.claims.settled(plan.experience_id, plan.device_id):
             return
         producer = self.batch.producer
         if producer is None:
             raise RuntimeError("the shell has no producer yet")
-        self.claimed[(int(msg.partition), int(msg.offset))] = (plan.experience_id, plan.device_id)
-        self.claims.request(producer, plan.experience_id, plan.device_id)
+        self.claimed[(int(msg.partition), int(msg.offset))] = (plan.experience_id, plan.device_id, at)
+        self.claims.request(producer, plan.experience_id, plan.device_id, at)
 
     def unsettled(self, msg: Any) -> bool:
         """Must this record stay in the merge (a plan whose experience has no settled owner yet)?"""
@@ -798,12 +799,7 @@ class PipelineShell:
         claim = self.claimed.get(key)
         if claim is None or self.names.suffix_of(msg.topic) != "plans":
             return False
-        experience_id, device_id = claim
-        if not self.claims.settled(experience_id):
-            if self.batch.producer is not None:
-                # claimed again if its claim's task ended without settling it (never a plan
-                # waiting on nothing)
-                self.claims.request(self.batch.producer, experience_id, device_id)
+        if self.claims.holds(self.batch.producer, *claim):
             return True
         del self.claimed[key]
         return False

@@ -1,13 +1,16 @@
-"""The claims topic's Kafka I/O: a reader that follows the whole log, and the claims of plans.
+"""The claims topic's Kafka I/O: a reader that follows the log, and the claims of plans.
 
 The rule and its pure fold are in :mod:`tables.claims`. Here, :class:`ClaimsReader` reads the
 one-partition claims topic from its beginning when the worker starts (the worker is not ready until
-it has read up to the end it found) and keeps following it.
+it has read up to the end it found, and, when the log no longer starts at offset 0, the snapshot of
+the claims before its start) and keeps following it. The worker that wrote the claim a snapshot is
+due at writes it (:mod:`streams.claims_snapshot`).
 
 A plan entering the pipeline's merge whose experience has no claim read yet is claimed at once
-(:meth:`ClaimsReader.request`: the claim is appended on the worker's producer in a task of its own);
-the merge keeps the plan, and the records after it in its partition, until a claim on that
-experience has been read back (:meth:`ClaimsReader.settled`). The owner the core is then given
+(:meth:`ClaimsReader.request`: the claim is appended on the worker's producer in a task of its own,
+unless the log already says its device's rate voids it); the merge keeps the plan, and the records
+after it in its partition, until a claim on that experience has been read back or the plan's claim
+is known void (:meth:`ClaimsReader.settled`). The owner the core is then given
 (``FaustStore.owner_of``) is the device of the first claim in the log, the same on every worker.
 
 A claim not written and read back within ``timeout_s`` (the claims topic does not answer) is said
@@ -28,6 +31,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from streams import claims_snapshot
 from tables.claims import ClaimLog
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,8 @@ CLAIM_TIMEOUT_S = 10.0
 #: the pause before a claim that failed is tried again
 CLAIM_RETRY_S = 1.0
 REQUEST_TIMEOUT_MS = 30_000
+#: void claims remembered for plans in the merge at most (more: some a rebalance took away)
+MAX_REFUSED = 10_000
 #: the reader's fetch long-poll (the broker answers as soon as a claim arrives)
 FETCH_WAIT_MS = 100
 
@@ -68,21 +74,39 @@ class ClaimsReader:
     #: the tasks claiming them
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     retry_s: float = CLAIM_RETRY_S
+    #: (experience, device) of plans whose claim is void for the device's rate (forgotten once the
+    #: plan leaves the merge; at most ``MAX_REFUSED``)
+    refused: set[tuple[str, str]] = field(default_factory=set)
+    #: claims found void (their plans refused, counted as ``experience_rate`` dead letters)
+    voided: int = 0
+    #: write a snapshot when this worker's claim is the one it is due at (off: tests of the claims)
+    snapshots: bool = True
+    snapshot_task: asyncio.Task[None] | None = None
+    #: device -> its claims' turn (a lock, and how many claims of it wait or run)
+    turns: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def caught_up(self) -> bool:
         """Has the log been read up to where it ended when the worker started?"""
-        return self.start_end is not None and self.claims.position >= self.start_end
+        return self.start_end is not None and self.claims.position >= self.start_end and self.claims.complete
 
-    def settled(self, experience_id: str) -> bool:
-        """Has a claim on ``experience_id`` been read (its owner can no longer change)?"""
-        return self.claims.owner(experience_id) is not None
+    def settled(self, experience_id: str, device_id: str | None = None) -> bool:
+        """Has a claim on ``experience_id`` been read (its owner can no longer change), or is
+        ``device_id``'s claim on it void (its plan is refused)?"""
+        if not self.claims.complete:
+            return False
+        return self.claims.owner(experience_id) is not None or (experience_id, device_id) in self.refused
 
     def missing(self, now: float | None = None) -> list[str]:
         """For readiness: what is still missing (empty: the claims are read and none is late)."""
         lacking: list[str] = []
         if self.start_end is None:
             lacking.append(f"the claims topic {self.topic} is not open yet")
+        elif self.claims.awaiting is not None:
+            lacking.append(
+                f"the claims topic {self.topic} starts at offset {self.claims.awaiting}: the snapshot of "
+                "the claims before it is not read yet"
+            )
         elif not self.caught_up:
             left = self.start_end - self.claims.position
             lacking.append(
@@ -92,7 +116,7 @@ class ClaimsReader:
         late = sorted(
             (since, exp, dev)
             for exp, (dev, since) in self.pending.items()
-            if now - since >= self.timeout_s and not self.settled(exp)
+            if now - since >= self.timeout_s and not self.settled(exp, dev)
         )
         if late:
             since, exp, dev = late[0]
@@ -103,26 +127,69 @@ class ClaimsReader:
             )
         return lacking
 
-    def request(self, producer: Callable[[], Any], experience_id: str, device_id: str) -> None:
-        """Claim ``experience_id`` for ``device_id`` unless it is settled or already being
-        claimed; returns at once (the claim is written and read back in a task of its own).
-        ``producer`` returns the running ``AIOKafkaProducer``."""
-        if self.settled(experience_id) or experience_id in self.pending:
+    def request(
+        self, producer: Callable[[], Any], experience_id: str, device_id: str, received_at_ms: int = 0
+    ) -> None:
+        """Claim ``experience_id`` for ``device_id`` (a plan received at ``received_at_ms``) unless
+        it is settled or already being claimed; returns at once (the claim is written and read back
+        in a task of its own). ``producer`` returns the running ``AIOKafkaProducer``."""
+        if self.settled(experience_id, device_id) or experience_id in self.pending:
             return
         self.pending[experience_id] = (device_id, time.monotonic())
-        task = asyncio.ensure_future(self._claim(producer, experience_id, device_id))
+        task = asyncio.ensure_future(self._claim(producer, experience_id, device_id, received_at_ms))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _claim(self, producer: Callable[[], Any], experience_id: str, device_id: str) -> None:
+    def holds(self, producer: Callable[[], Any] | None, experience_id: str, device_id: str, at: int) -> bool:
+        """Must the plan of ``device_id`` for ``experience_id`` received at ``at`` stay in the merge
+        (its claim not settled)? Claimed again if its claim's task ended without settling it (never a
+        plan waiting on nothing). False: it goes on to be judged (a void claim is then forgotten)."""
+        if not self.settled(experience_id, device_id):
+            if producer is not None:
+                self.request(producer, experience_id, device_id, at)
+            return True
+        self.refused.discard((experience_id, device_id))
+        return False
+
+    def _void(self, experience_id: str, device_id: str) -> None:
+        if len(self.refused) >= MAX_REFUSED:  # left by plans a rebalance took away: asked again
+            self.refused.clear()
+        self.refused.add((experience_id, device_id))
+        self.voided += 1
+
+    async def _claim(
+        self, producer: Callable[[], Any], experience_id: str, device_id: str, received_at_ms: int
+    ) -> None:
         # claims already in the log are read first: an experience claimed before this worker
         # started is not claimed again
         await self.wait_caught_up()
+        # one claim of a device at a time: once the device's rate is used up, its next claims are
+        # found void before they are written (a device flooding new IDs writes few claims)
+        turn = self.turns.setdefault(device_id, [asyncio.Lock(), 0])
+        turn[1] += 1
+        try:
+            async with turn[0]:
+                await self._claim_in_turn(producer, experience_id, device_id, received_at_ms)
+        finally:
+            turn[1] -= 1
+            if not turn[1]:
+                del self.turns[device_id]
+
+    async def _claim_in_turn(
+        self, producer: Callable[[], Any], experience_id: str, device_id: str, received_at_ms: int
+    ) -> None:
         said = False
         try:
-            while not self.settled(experience_id):
+            while not self.settled(experience_id, device_id):
+                if self.claims.owner(experience_id) is None and self.claims.would_refuse(
+                    device_id, received_at_ms
+                ):
+                    # the log voids such a claim already, whatever is read later: not written
+                    self._void(experience_id, device_id)
+                    break
                 try:
-                    await self.settle(producer(), experience_id, device_id)
+                    if await self.settle(producer(), experience_id, device_id, received_at_ms) is None:
+                        self._void(experience_id, device_id)
                 except (ClaimTimeout, KafkaError, OSError) as exc:
                     if not said:
                         said = True
@@ -165,20 +232,38 @@ class ClaimsReader:
         try:
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
-            begin = (await consumer.beginning_offsets([tp]))[tp]
-            self.claims.skip_to(int(begin))
+            begin = int((await consumer.beginning_offsets([tp]))[tp])
+            if begin > 0:  # the records before it were removed after a snapshot of them
+                self.claims.await_snapshot(begin)
             self.start_end = int((await consumer.end_offsets([tp]))[tp])
             self._progress()
             while True:
                 try:
                     batch = await consumer.getmany(tp, timeout_ms=1_000)
+                    messages = batch.get(tp, [])
+                    if messages and int(messages[0].offset) > self.claims.position and self.claims.complete:
+                        # records skipped: removed while this worker read behind them?
+                        begin = int((await consumer.beginning_offsets([tp]))[tp])
+                        if begin > self.claims.position:
+                            log.warning(
+                                "guardian: the claims topic %s now starts at offset %d, past the %d read: "
+                                "the snapshot of the claims before it is read first",
+                                self.topic,
+                                begin,
+                                self.claims.position,
+                            )
+                            self.claims.await_snapshot(begin)
                 except KafkaError as exc:  # the client reconnects by itself; say so and go on
                     log.warning("guardian: reading the claims topic %s: %r", self.topic, exc)
                     await asyncio.sleep(0.5)
                     continue
-                for message in batch.get(tp, ()):
-                    self.claims.apply(int(message.offset), message.key, message.value)
-                if batch:
+                for message in messages:
+                    try:
+                        at = int(message.timestamp)
+                        self.claims.read(int(message.offset), message.key, message.value, at, message.headers)
+                    except claims_snapshot.SnapshotError as exc:
+                        log.error("guardian: reading the claims topic %s: %s", self.topic, exc)
+                if messages:
                     self._progress()
         finally:
             self.consumer = None
@@ -188,9 +273,12 @@ class ClaimsReader:
         self.progressed.set()
         self.progressed = asyncio.Event()
 
-    async def settle(self, producer: Any, experience_id: str, device_id: str) -> str:
+    async def settle(
+        self, producer: Any, experience_id: str, device_id: str, received_at_ms: int = 0
+    ) -> str | None:
         """The owner of ``experience_id``: the settled one if known, else after claiming it for
-        ``device_id`` and reading the log past that claim. Raises :class:`ClaimTimeout`."""
+        ``device_id`` (a plan received at ``received_at_ms``) and reading the log past that claim;
+        None: that claim is void (beyond the device's rate). Raises :class:`ClaimTimeout`."""
         owner = self.claims.owner(experience_id)
         if owner is not None:
             return owner  # the first claim is already read: nothing can move it
@@ -198,7 +286,11 @@ class ClaimsReader:
         try:
             async with asyncio.timeout(self.timeout_s):
                 sent = await producer.send_and_wait(
-                    self.topic, device_id.encode(), key=experience_id.encode(), partition=0
+                    self.topic,
+                    device_id.encode(),
+                    key=experience_id.encode(),
+                    partition=0,
+                    timestamp_ms=received_at_ms or None,
                 )
                 offset = int(sent.offset)
                 while not self.claims.has_read(offset):
@@ -212,6 +304,13 @@ class ClaimsReader:
         self.last_round_trip_s = time.monotonic() - started
         if self.on_round_trip is not None:
             self.on_round_trip(self.last_round_trip_s)
-        owner = self.claims.owner(experience_id)
-        assert owner is not None  # our own claim at least has been read
-        return owner
+        if self.snapshots and self.claims.due == offset and self.snapshot_task is None:
+            # this worker's claim is the one the next snapshot is due at: it writes it
+            self.snapshot_task = asyncio.ensure_future(claims_snapshot.write(self, producer))
+            self.snapshot_task.add_done_callback(self._snapshot_done)
+        return self.claims.owner(experience_id)
+
+    def _snapshot_done(self, task: asyncio.Task[None]) -> None:
+        self.snapshot_task = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("guardian: writing a snapshot of the claims topic %s: %r", self.topic, task.exception())

@@ -160,6 +160,16 @@ class GuardianMetrics:
             buckets=FLUSH_BUCKETS,
             registry=r,
         )
+        self.claims_held = Gauge(
+            "guardian_experience_claims",
+            "Experience claims the worker holds (every claim of the claims log its device's rate allowed).",
+            registry=r,
+        )
+        self.claims_bytes = Gauge(
+            "guardian_experience_claims_bytes",
+            "About the memory the worker's experience claims take (their table, the devices' rates).",
+            registry=r,
+        )
         self.ready = Gauge(
             "guardian_ready",
             "1 when the worker is ready (assigned, tables recovered, producer up).",

@@ -42,6 +42,7 @@ from streams.app import create_app
 from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
 from supervisor import rules
+from tables.claims import ClaimLog
 from tables.store.faust_tables import (
     ROCKSDB_SHARED_BLOCK_CACHE,
     ROCKSDB_SHARED_WRITE_BUFFERS,
@@ -85,7 +86,14 @@ def build_worker_app(
     out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
     control = app.topic(names.control, key_serializer="raw", value_serializer="raw")
     metrics = GuardianMetrics(os.environ)
-    claims = ClaimsReader(bootstrap, names.claims, on_round_trip=metrics.claim_duration.observe)
+    claims = ClaimsReader(
+        bootstrap,
+        names.claims,
+        claims=ClaimLog(snapshot_every=settings.claims_snapshot_every),
+        on_round_trip=metrics.claim_duration.observe,
+    )
+    metrics.claims_held.set_function(lambda: len(claims.claims))
+    metrics.claims_bytes.set_function(claims.claims.memory_bytes)
     changelog_batch = faust_seam.changelog_batches(app.conf.producer_max_batch_size)
     store = FaustStore(tables, PendingWrites(tables.batched(), tables.access, changelog_batch))
     store.claims = claims.claims

@@ -58,7 +58,15 @@ GATE_KINDS: tuple[str, ...] = get_args(GateKind)
 
 #: Reason codes whose dead letter may carry a copy of the payload (§10).
 PAYLOAD_REASONS: frozenset[str] = frozenset(
-    {"schema_invalid", "key_mismatch", "unknown_contract", "cross_device", "plan_invalid", "clock_skew"}
+    {
+        "schema_invalid",
+        "key_mismatch",
+        "unknown_contract",
+        "cross_device",
+        "plan_invalid",
+        "clock_skew",
+        "experience_rate",
+    }
 )
 
 #: The most areas a plan may name (as many as a device's map may hold, §9.1).

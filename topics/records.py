@@ -129,6 +129,7 @@ DeadLetterReason = Literal[
     "plan_invalid",
     "clock_skew",
     "output_invalid",
+    "experience_rate",
 ]
 DomainName = Literal[
     "movement",

@@ -473,6 +473,11 @@ class PartitionStore:
     def put_owner(self, experience_id: str, device_id: str) -> None:
         self.store.put_owner(experience_id, device_id, self.partition)
 
+    def claim(self, experience_id: str, device_id: str, received_at_ms: int) -> bool:
+        # the plan reaches the core only once its claim is read back or known void (the shell):
+        # with a claims log, a free experience here means its claim was void (§2 rule 12)
+        return self.store.claims is None
+
 
 def _plan_in(db: Any) -> Callable[[str], bytes | None]:
     def plan_of(experience_id: str) -> bytes | None:

@@ -301,6 +301,7 @@ def test_enum_constants_match_the_contract() -> None:
     assert set(r.DEADLETTER_REASONS) == {
         "not_json", "schema_invalid", "too_large", "key_invalid", "key_mismatch", "privacy_violation",
         "fact_invalid", "unknown_contract", "cross_device", "plan_invalid", "clock_skew", "output_invalid",
+        "experience_rate",
     }  # fmt: skip
     assert len(r.DROP_REASONS) == 13
     assert {"plan_rejected", "condition_not_met", "sequence_jump"} <= set(r.DROP_REASONS)
