@@ -28,9 +28,11 @@ def create_app(
     worker_id: str = "w0",
     web_port: int | None = None,
     web_host: str = "127.0.0.1",
+    instance_id: str | None = None,
 ) -> GuardianApp:
     """A faust App on ``bootstrap`` with RocksDB tables under the data dir (one folder per worker);
-    with ``web_port``, faust's web server on ``web_host:web_port`` (health, readiness, metrics)."""
+    with ``web_port``, faust's web server on ``web_host:web_port`` (health, readiness, metrics);
+    with ``instance_id``, a static member of its consumer group (``streams.membership``)."""
     datadir = Path(settings.tables_dir) / worker_id
     datadir.parent.mkdir(parents=True, exist_ok=True)
     web: dict[str, Any] = {"web_enabled": False}
@@ -67,7 +69,10 @@ def create_app(
         table_standby_replicas=0,
         broker_request_timeout=60.0,
         broker_session_timeout=30.0,
-        broker_heartbeat_interval=3.0,
+        # a member learns of a rebalance at its next heartbeat: every second, so the partitions of
+        # a worker that leaves (or joins) move within about a second, not three
+        broker_heartbeat_interval=1.0,
+        consumer_group_instance_id=instance_id,
         producer_request_timeout=60.0,
         **web,
     )
