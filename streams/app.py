@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from streams import membership
 from streams.faust_seam import SeamApp
 
 #: "commit every N acks" set past any count reached between two timer commits
@@ -43,6 +44,11 @@ def create_app(
             "web_bind": web_host,
             "web_host": web_host,
         }
+    if instance_id is not None:
+        # faust's assignor checks that an assignment names the worker's canonical URL (by default
+        # its web host and port): the one a static member is given back on a restart was made for
+        # the member before it, so the URL must be the instance's own (``streams.membership``)
+        web["canonical_url"] = membership.canonical_url(instance_id)
     return GuardianApp(
         app_id(settings),
         broker=f"kafka://{bootstrap}",

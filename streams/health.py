@@ -31,7 +31,7 @@ from aiokafka.errors import KafkaError
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from streams import faust_seam, membership
@@ -219,6 +219,12 @@ class LivenessCollector(Collector):
             "Times the worker was not ready for GUARDIAN_READY_TIMEOUT_S with no recovery progress "
             "(each one logged with what was missing; the worker keeps trying).",
             value=readiness.timeouts,
+        )
+        yield GaugeMetricFamily(
+            "guardian_consumer_group_generation",
+            "The consumer group generation of the worker's assignment: a rebalance raises it, a static "
+            "member restarted under its ID within the session timeout does not.",
+            value=int(getattr(readiness.app, "consumer_generation_id", 0) or 0),
         )
         if inputs is None:
             return

@@ -94,6 +94,18 @@ def instance_id(worker_id: str | None) -> str | None:
     return worker_id or None
 
 
+def canonical_url(instance: str) -> str:
+    """The URL faust advertises for a static member: its instance's, wherever it runs.
+
+    faust's partition assignor puts the leader's idea of each member's canonical URL (by default
+    ``http://<host>:<web port>``) in the member's assignment and asserts, on receiving it, that it
+    is the member's own (``PartitionAssignor.on_assignment``). A static member restarted under its
+    ID is handed back the assignment the broker kept for the instance, made for the process before
+    it: restarted on another web port or host (a new container), the assertion failed on every
+    attempt and the worker never got its partitions. Guardian uses no faust routing by URL."""
+    return f"http://{instance}.guardian-worker.invalid"
+
+
 def removal_errors(response: Any) -> list[str]:
     """The errors a LeaveGroup v3 answer carries, the group's and each member's (empty: removed)."""
     found = []
