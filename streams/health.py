@@ -73,6 +73,8 @@ class Readiness:
     inputs: InputWatch | None = None
     #: heal steps found by the last :meth:`check`, for the watchdog to carry out
     heals: list[Heal] = field(default_factory=list)
+    #: when the worker, without an assignment, last asked to rejoin its group
+    rejoined: float = float("-inf")
 
     def __post_init__(self) -> None:
         self.waiting_since = self.last_progress = self.clock.now()
@@ -142,6 +144,9 @@ class Readiness:
             self.last_progress = now
         assert self.waiting_since is not None
         stuck_since = max(self.waiting_since, self.last_progress)
+        if not self.assigned and now - max(stuck_since, self.rejoined) >= self.timeout_s:
+            self.rejoined = now  # no assignment for so long: rejoin, again every timeout
+            self.heals.append(Heal("rejoin"))
         if not self.told and now - stuck_since >= self.timeout_s:
             self.told = True
             self.timeouts += 1
@@ -158,24 +163,30 @@ class Readiness:
 async def heal(app: Any, step: Heal) -> bool:
     """Carry out one heal step on faust's consumer (False: it could not be done)."""
     consumer = app.consumer
-    where = f"{step.topic}[{step.partition}]"
+    where = "the consumer group" if step.topic is None else f"input partition {step.topic}[{step.partition}]"
     try:
+        if step.topic is None:  # no assignment for so long: is aiokafka holding an error back?
+            held = await membership.request_rejoin(consumer, only_if_held=True)
+            if held is not None:
+                log.warning("guardian: joining the consumer group failed (%s): trying again", held)
+            return True
         if step.step == "rejoin":
-            log.warning("guardian: input partition %s still stalled: rejoining the consumer group", where)
+            log.warning("guardian: %s still stalled: rejoining the consumer group", where)
             await membership.request_rejoin(consumer)
             return True
+        assert step.partition is not None
         tp = TP(step.topic, step.partition)
         offset = step.offset
         if offset is None and hasattr(consumer, "broker_committed"):
             offset = await consumer.broker_committed(tp)  # faust's own may not be known yet
         if offset is None:
             offset = int((await consumer.earliest_offsets(tp))[tp])
-        log.warning("guardian: input partition %s stalled: reading it again from offset %d", where, offset)
+        log.warning("guardian: %s stalled: reading it again from offset %d", where, offset)
         await consumer.seek_wait({tp: offset})
         consumer.resume_partitions([tp])
         return True
     except (KafkaError, TimeoutError, ConsumerNotStarted, KeyError, AssertionError) as exc:
-        log.warning("guardian: healing input partition %s by %s failed (%r)", where, step.step, exc)
+        log.warning("guardian: healing %s by %s failed (%r)", where, step.step, exc)
         return False
 
 
@@ -198,8 +209,8 @@ async def watchdog(
         while readiness.heals:
             step: Heal | None = readiness.heals.pop(0)
             while step is not None and heal_step is not None and not await heal_step(step):
-                assert readiness.inputs is not None
-                step = readiness.inputs.failed(step, readiness.clock.now())
+                inputs = readiness.inputs
+                step = None if inputs is None else inputs.failed(step, readiness.clock.now())
         await asyncio.sleep(every_s)
 
 

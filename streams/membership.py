@@ -25,8 +25,10 @@ has LeaveGroup v0-v1 only and no admin call for it, so the request is defined he
 (:class:`RemoveMembers`, v3, the last version without flexible fields) and sent on the consumer's
 own coordinator connection. Tests: ``tests/integration/test_static_membership.py``.
 
-**Rejoining** (a heal step of ``streams.stalls``): aiokafka's ``GroupCoordinator.request_rejoin``
-in the consumer's thread, so faust is handed the assignment again and builds its fetch state anew.
+**Rejoining** (a heal step of ``streams.stalls``, and what a worker left without an assignment
+does every ``GUARDIAN_READY_TIMEOUT_S``): aiokafka's ``GroupCoordinator.request_rejoin`` in the
+consumer's thread, so faust is handed the assignment again and builds its fetch state anew, after
+taking an error aiokafka holds back until someone takes it (:func:`request_rejoin`).
 """
 
 from __future__ import annotations
@@ -178,18 +180,37 @@ def leave_on_stop(app: Any) -> None:
     app.on_partitions_assigned.connect(on_assigned)
 
 
-async def request_rejoin(consumer: Any) -> None:
-    """Have faust's consumer rejoin its group (in the consumer's own thread)."""
+async def request_rejoin(consumer: Any, *, only_if_held: bool = False) -> str | None:
+    """Have faust's consumer rejoin its group (in the consumer's own thread); the error that held
+    its joining, if any (said, and taken, so that aiokafka tries again). ``only_if_held``: only
+    when such an error was held (a member still joining on its own is left to it: a second
+    request right after its join would rebalance the group once more).
+
+    aiokafka hands an error it takes for fatal while joining (say, ``InconsistentGroupProtocol``:
+    another kind of consumer holds the group) to the consumer's next fetch and waits until it is
+    taken; faust fetches nothing without an assignment, so nobody took it and the worker never
+    joined, even once the group was free (``tests/integration/test_worker_startup.py``)."""
     coordinator = group_coordinator(consumer)
     if coordinator is None:
         raise kafka_errors.KafkaError("the consumer has not started")
     thread = _get(consumer, "_thread", "faust ThreadDelegateConsumer")
-    await thread.call_thread(coordinator.request_rejoin)
+
+    def rejoin() -> str | None:
+        held = None
+        try:
+            coordinator.check_errors()
+        except kafka_errors.KafkaError as exc:
+            held = repr(exc)
+        if held is not None or not only_if_held:
+            coordinator.request_rejoin()
+        return held
+
+    return await thread.call_thread(rejoin)  # type: ignore[no-any-return]
 
 
 def check() -> None:
     """Verify, before the worker starts, what this module relies on in aiokafka."""
-    for name in ("_maybe_leave_group", "_send_req", "request_rejoin", "reset_generation"):
+    for name in ("_maybe_leave_group", "_send_req", "request_rejoin", "reset_generation", "check_errors"):
         if not hasattr(GroupCoordinator, name):
             raise _missing(f"aiokafka GroupCoordinator.{name}")
 

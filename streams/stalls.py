@@ -128,13 +128,15 @@ STEPS: tuple[Step, ...] = ("seek", "rejoin")
 
 @dataclass(frozen=True)
 class Heal:
-    """One heal step for the watchdog to carry out."""
+    """One heal step for the watchdog to carry out (of an input partition, or with no partition:
+    of the worker's group membership)."""
 
     step: Step
-    topic: str
-    partition: int
-    #: where a ``seek`` goes: the committed offset (None: the log's beginning)
-    offset: int | None
+    topic: str | None = None
+    partition: int | None = None
+    #: where a ``seek`` goes: the committed offset (None: where the broker has it, else the log's
+    #: beginning)
+    offset: int | None = None
 
 
 @dataclass
@@ -218,6 +220,8 @@ class InputWatch:
 
     def failed(self, heal: Heal, now: float) -> Heal | None:
         """``heal`` could not be carried out: the next step, at once (None: none to try now)."""
+        if heal.topic is None or heal.partition is None:
+            return None
         episode = self.episodes.get((heal.topic, heal.partition))
         if episode is None or heal.step == STEPS[-1]:
             return None

@@ -315,3 +315,55 @@ def test_stall_and_leave_settings() -> None:
     ):
         with pytest.raises(SettingsError, match=f"^{says}"):
             Settings.from_env(env)
+
+
+def test_a_worker_without_an_assignment_asks_again_every_timeout() -> None:
+    reasons: list[str] = []
+    app = fake_app(completed=True)
+    readiness = Readiness(
+        app, 5.0, reasons.append, faust_seam.RecoveryWatch(app), WaitClock(0.5, lambda: 0.0)
+    )
+    readiness.check(4.0)
+    assert readiness.heals == []
+    readiness.check(5.0)
+    readiness.check(9.0)
+    assert readiness.heals == [Heal("rejoin")] and len(reasons) == 1
+    readiness.check(10.0)
+    assert readiness.heals == [Heal("rejoin"), Heal("rejoin")]
+
+
+def test_a_join_error_aiokafka_holds_back_is_taken_so_it_tries_again() -> None:
+    """aiokafka waits for someone to take an error it had joining (faust, unassigned, never does)."""
+
+    class Coordinator:
+        def __init__(self, held: Exception | None) -> None:
+            self.held, self.rejoins = held, 0
+
+        def check_errors(self) -> None:
+            held, self.held = self.held, None
+            if held is not None:
+                raise held
+
+        def request_rejoin(self) -> None:
+            self.rejoins += 1
+
+    class Thread:
+        def __init__(self, coordinator: Coordinator) -> None:
+            self._consumer = SimpleNamespace(_coordinator=coordinator)
+
+        async def call_thread(self, fun: Any) -> Any:
+            return fun()
+
+    from aiokafka.errors import InconsistentGroupProtocolError
+
+    held = Coordinator(InconsistentGroupProtocolError())
+    said = asyncio.run(membership.request_rejoin(SimpleNamespace(_thread=Thread(held)), only_if_held=True))
+    assert said is not None and "InconsistentGroupProtocolError" in said and held.rejoins == 1
+    joining = Coordinator(None)  # still joining on its own: left alone
+    assert (
+        asyncio.run(membership.request_rejoin(SimpleNamespace(_thread=Thread(joining)), only_if_held=True))
+        is None
+    )
+    assert joining.rejoins == 0
+    assert asyncio.run(membership.request_rejoin(SimpleNamespace(_thread=Thread(joining)))) is None
+    assert joining.rejoins == 1  # a stalled partition's rejoin: always
