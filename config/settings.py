@@ -13,6 +13,8 @@ Language = Literal["ko", "en"]
 _N = TypeVar("_N", int, float)
 
 DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
+#: the spellings of an on/off setting (unset or empty: off)
+_FLAGS = {"": False, "0": False, "false": False, "no": False, "1": True, "true": True, "yes": True}
 
 
 class SettingsError(ValueError):
@@ -52,8 +54,16 @@ class Settings:
     #: a worker's web server (``/healthz``, ``/ready``, ``/metrics``): port (0: off) and address
     web_port: int = 6066
     web_host: str = "127.0.0.1"
-    #: a worker not ready (assigned, tables recovered) this long, with no recovery progress, stops
+    #: a worker not ready (assigned, tables recovered) this long, with no recovery progress, says
+    #: what it lacks (once per wait) and keeps trying
     ready_timeout_s: float = 60.0
+    #: an input partition with records past its committed offset and no fetch or commit progress
+    #: this long, while the pipeline waits for input, is stalled: healed in the process
+    stall_after_s: float = 15.0
+    #: a static member (a worker given its ID) removes itself from the consumer group when it
+    #: stops, so its partitions move at once (a scale-down), instead of keeping them for the
+    #: session timeout (a restart under the same ID takes them back with no rebalance)
+    leave_on_stop: bool = False
     #: behind a backlog, how long a worker's table writes may wait so that a device's state is
     #: written once for several of its records (0: written with every flush)
     defer_state_s: float = 2.0
@@ -79,6 +89,12 @@ class Settings:
         ready_timeout_s = _number(env, "GUARDIAN_READY_TIMEOUT_S", "60", float, "a number of seconds")
         if ready_timeout_s <= 0:
             raise SettingsError("GUARDIAN_READY_TIMEOUT_S must be more than 0")
+        stall_after_s = _number(env, "GUARDIAN_STALL_AFTER_S", "15", float, "a number of seconds")
+        if not stall_after_s > 0:
+            raise SettingsError(f"GUARDIAN_STALL_AFTER_S must be more than 0, not {stall_after_s:g}")
+        leave = env.get("GUARDIAN_LEAVE_ON_STOP", "").strip().lower()
+        if leave not in _FLAGS:
+            raise SettingsError(f"GUARDIAN_LEAVE_ON_STOP must be 1 or 0 (true or false), not {leave!r}")
         defer_state_s = _number(env, "GUARDIAN_DEFER_STATE_S", "2", float, "a number of seconds")
         if not 0 <= defer_state_s <= 60:
             raise SettingsError(
@@ -103,6 +119,8 @@ class Settings:
             web_port=web_port,
             web_host=env.get("GUARDIAN_WEB_HOST") or "127.0.0.1",
             ready_timeout_s=ready_timeout_s,
+            stall_after_s=stall_after_s,
+            leave_on_stop=_FLAGS[leave],
             defer_state_s=defer_state_s,
             claims_snapshot_every=snapshot_every,
             capabilities_file=(

@@ -22,6 +22,7 @@ import orjson
 
 from simulator.clock import SimClock
 from simulator.device import Device, Timing, Transport, TransportError
+from simulator.redelivery import Deliveries
 from simulator.scenarios import (
     EXPECTED,
     SCENARIO_IDS,
@@ -186,6 +187,8 @@ class Fleet:
         self.by_experience: dict[str, Member] = {}
         self.by_device: dict[str, Member] = {}
         self.counts: Counter[str] = Counter()
+        #: outputs delivered so far: an identical copy (at-least-once) is counted, not used twice
+        self.deliveries = Deliveries()
         self.last_output = time.monotonic()
         self.errors: list[str] = []
         self._build()
@@ -260,7 +263,7 @@ class Fleet:
                     m.canary_leaked = True
         if suffix == "deadletter":
             member = self.by_device.get(key or "")
-            if member is None:
+            if member is None or not self._first_delivery(member, suffix, obj):
                 return
             self.counts["deadletter"] += 1
             member.seen.dead_letters.append(obj)
@@ -269,7 +272,7 @@ class Fleet:
                 member.accepted.set()
             return
         member = self.by_experience.get(str(obj.get("experience_id")))
-        if member is None:
+        if member is None or not self._first_delivery(member, suffix, obj):
             return
         self.counts[suffix] += 1
         if suffix == "timeline":
@@ -297,6 +300,17 @@ class Fleet:
             member.seen.dispatches.append(obj)
             if obj.get("device_id") == member.device_id:
                 member.device.inbox.put_nowait(obj)
+
+    def _first_delivery(self, member: Member, suffix: str, obj: dict[str, Any]) -> bool:
+        """Is ``obj`` the first delivery of its record? A copy re-delivered identically (at least
+        once) is counted under ``redelivered``; one with other contents is a failure of ``member``."""
+        verdict = self.deliveries.judge(suffix, obj)
+        if verdict == "again":
+            self.counts["redelivered"] += 1
+        elif verdict == "conflict":
+            self.counts["conflicting"] += 1
+            member.seen.conflicts.append(self.deliveries.describe(suffix, obj))
+        return verdict == "first"
 
     # ------------------------------------------------------------------ running
     async def _run_member(self, m: Member) -> None:

@@ -347,6 +347,8 @@ class Observed:
     dispatches: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    #: output records delivered again with the same identity and other contents
+    conflicts: list[str] = field(default_factory=list)
 
 
 def expected_for(scenario: str, *, device_context: bool) -> Expect:
@@ -367,7 +369,7 @@ def check(
     foreign_refs: Sequence[str] = (),
 ) -> list[str]:
     """Every way ``seen`` misses ``expect`` (empty: the scenario met its outcome)."""
-    problems: list[str] = []
+    problems: list[str] = list(seen.conflicts)
     if seen.status != expect.status:
         problems.append(f"status {seen.status or 'active'} != {expect.status}")
     kinds = tuple(str(d.get("decision")) for d in seen.decisions)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from streams import membership
 from streams.faust_seam import SeamApp
 
 #: "commit every N acks" set past any count reached between two timer commits
@@ -28,9 +29,11 @@ def create_app(
     worker_id: str = "w0",
     web_port: int | None = None,
     web_host: str = "127.0.0.1",
+    instance_id: str | None = None,
 ) -> GuardianApp:
     """A faust App on ``bootstrap`` with RocksDB tables under the data dir (one folder per worker);
-    with ``web_port``, faust's web server on ``web_host:web_port`` (health, readiness, metrics)."""
+    with ``web_port``, faust's web server on ``web_host:web_port`` (health, readiness, metrics);
+    with ``instance_id``, a static member of its consumer group (``streams.membership``)."""
     datadir = Path(settings.tables_dir) / worker_id
     datadir.parent.mkdir(parents=True, exist_ok=True)
     web: dict[str, Any] = {"web_enabled": False}
@@ -41,6 +44,11 @@ def create_app(
             "web_bind": web_host,
             "web_host": web_host,
         }
+    if instance_id is not None:
+        # faust's assignor checks that an assignment names the worker's canonical URL (by default
+        # its web host and port): the one a static member is given back on a restart was made for
+        # the member before it, so the URL must be the instance's own (``streams.membership``)
+        web["canonical_url"] = membership.canonical_url(instance_id)
     return GuardianApp(
         app_id(settings),
         broker=f"kafka://{bootstrap}",
@@ -67,7 +75,10 @@ def create_app(
         table_standby_replicas=0,
         broker_request_timeout=60.0,
         broker_session_timeout=30.0,
-        broker_heartbeat_interval=3.0,
+        # a member learns of a rebalance at its next heartbeat: every second, so the partitions of
+        # a worker that leaves (or joins) move within about a second, not three
+        broker_heartbeat_interval=1.0,
+        consumer_group_instance_id=instance_id,
         producer_request_timeout=60.0,
         **web,
     )

@@ -15,8 +15,8 @@ is known void (:meth:`ClaimsReader.settled`). The owner the core is then given
 
 A claim not written and read back within ``timeout_s`` (the claims topic does not answer) is said
 in one log line, and the worker's readiness names it (``/ready``: not ready, and why) while it is
-tried again; the readiness watchdog stops a worker that stays so past ``GUARDIAN_READY_TIMEOUT_S``
-(exit code 5), and the plan, never acked, is read again after the restart.
+tried again; the readiness watchdog says so once more past ``GUARDIAN_READY_TIMEOUT_S`` (the worker
+keeps trying), and the plan, never acked, waits in the merge.
 """
 
 from __future__ import annotations

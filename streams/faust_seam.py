@@ -600,9 +600,8 @@ class RecoveryWatch:
 
     No guess stands in for a missed signal (say, a faust that no longer sends it; the unit tests
     drive faust's own completion, ``tests/unit/test_recovery_per_assignment``): the worker would
-    then not stay unready for ever, as its readiness watchdog, seeing no recovery progress, stops
-    it with exit 5 after ``GUARDIAN_READY_TIMEOUT_S``, and the new process recovers its first
-    assignment."""
+    then stay unready, its readiness watchdog, seeing no recovery progress, saying so after
+    ``GUARDIAN_READY_TIMEOUT_S`` (``/ready`` names it) until the next assignment's recovery."""
 
     def __init__(self, app: Any) -> None:
         self.app = app

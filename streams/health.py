@@ -4,11 +4,18 @@ A worker is *ready* when it has a partition assignment, its tables are recovered
 assignment (``streams.faust_seam.RecoveryWatch``: faust's own flag stays set after the first one),
 the experience claims log is read to the end it had at start and no plan's claim is late
 (``streams.claims``), the stream flows (faust suspends it during a rebalance), the producer runs
-and no input partition it holds is left unread (:class:`InputWatch`).
-:class:`Readiness` also watches start-up and every rebalance: a worker not ready within
-``GUARDIAN_READY_TIMEOUT_S`` while its recovery makes no progress says in one log line what is
-missing and stops with exit code 5 (``config.exitcodes.Exit.NOT_READY``), so its process
-supervisor restarts it instead of it waiting silently.
+and no input partition it holds is stalled (``streams.stalls.InputWatch``).
+
+A worker never stops itself for not being ready. Upstream, faust waits silently; before, this
+watchdog stopped a worker not ready within ``GUARDIAN_READY_TIMEOUT_S`` with exit code 5, and
+under rebalance storms (a worker killed every 15-40 s) workers waiting for an assignment exited
+that way one after the other, shrinking the group, the time a worker was stopped (SIGSTOP)
+counted as waiting. Now a worker not ready for ``GUARDIAN_READY_TIMEOUT_S`` while its recovery
+makes no progress says in one log line what is missing (once per wait), counts it
+(``guardian_not_ready_timeouts_total``) and keeps trying; ``/ready`` answers 503 with the reasons
+throughout. A stalled input partition is healed in the process (``streams.stalls``), and time the
+process spent stopped is not counted as waiting (``streams.stalls.WaitClock``). Tests:
+``tests/unit/test_liveness.py``, ``tests/integration/test_worker_startup.py``.
 """
 
 from __future__ import annotations
@@ -16,96 +23,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka.errors import KafkaError
+from faust.exceptions import ConsumerNotStarted
+from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from streams import faust_seam
+from streams import faust_seam, membership
 from streams.metrics import GuardianMetrics, LiveCollector
+from streams.stalls import Heal, InputWatch, WaitClock
 
 log = logging.getLogger(__name__)
 
 #: how often the watchdog looks
 WATCH_EVERY_S = 0.5
-#: how long an input partition may hold records past its committed offset, none committed
-#: meanwhile, while the pipeline waits for input and the broker answers fetches, before the worker
-#: says it is not ready (:class:`InputWatch`)
-STARVED_AFTER_S = 30.0
-
-Lag = Mapping[tuple[str, int], tuple[int, int | None]]
-
-
-@dataclass
-class InputWatch:
-    """Input partitions a ready worker holds and does not read.
-
-    Ready says the worker is assigned, recovered and flowing; it does not say every record of its
-    partitions reaches the pipeline. A partition whose records stay past its committed offset, none
-    committed for ``after_s`` while the pipeline waits for input and the broker answers the
-    consumer's fetches, is one the worker holds and has stopped reading (say, records fetched and
-    dropped during a rebalance that its fetch went past): the worker is not ready, says which
-    partition and where its fetch stands, and the watchdog's timeout then stops it, so another
-    worker reads the partition from its committed offset. A broker that does not answer is not
-    this (every partition waits alike); a busy pipeline is not either (it commits as it goes)."""
-
-    #: (topic, partition) -> (high watermark, committed offset) of the assigned input partitions
-    lag: Callable[[], Lag]
-    #: (topic, partition) -> where the consumer's fetch stands (``faust_seam.fetch_states``)
-    fetch: Callable[[], Mapping[tuple[str, int], faust_seam.FetchState]]
-    #: does the pipeline wait for input (nothing taken, nothing to do)?
-    idle: Callable[[], bool]
-    after_s: float = STARVED_AFTER_S
-    #: (topic, partition) -> (committed offset, fetch position) seen last, and since when
-    seen: dict[tuple[str, int], tuple[tuple[int | None, int | None], float]] = field(default_factory=dict)
-
-    def reset(self) -> None:
-        """Partitions moved: nothing seen so far counts."""
-        self.seen.clear()
-
-    def starved(self, now: float, wall_ms: int) -> list[str]:
-        """What the worker lacks for its input partitions (empty: every one moves or has nothing
-        to read). ``now`` is monotonic, ``wall_ms`` the wall clock (the broker's answers' time)."""
-        lag = self.lag()
-        states = self.fetch()
-        for key in [k for k in self.seen if k not in lag]:
-            del self.seen[key]
-        late: list[tuple[str, int, int, int | None, float, faust_seam.FetchState | None]] = []
-        for key, (high, committed) in lag.items():
-            state = states.get(key)
-            mark = (committed, None if state is None else state.position)
-            before = self.seen.get(key)
-            if before is None or before[0] != mark or high <= (committed or 0):
-                self.seen[key] = (mark, now)
-                continue
-            if now - before[1] >= self.after_s:
-                late.append((key[0], key[1], high, committed, now - before[1], state))
-        if not late or not self.idle() or not self._broker_answers(states, wall_ms):
-            return []
-        return [self._say(*entry) for entry in sorted(late, key=lambda e: (e[0], e[1]))]
-
-    def _broker_answers(self, states: Mapping[tuple[str, int], faust_seam.FetchState], wall_ms: int) -> bool:
-        answered = [s.answered_ms for s in states.values() if s.answered_ms is not None]
-        return bool(answered) and wall_ms - max(answered) <= self.after_s * 1000
-
-    @staticmethod
-    def _say(topic: str, partition: int, high: int, committed: int | None, for_s: float, state: Any) -> str:
-        if state is None:
-            where = "the consumer has no fetch state for it"
-        elif state.position is None:
-            where = "its fetch has no position"
-        else:
-            where = f"fetch position {state.position}"
-            if state.fetched_unread:
-                where += ", fetched records not taken"
-            if not state.active:
-                where += ", not among the partitions the consumer asks for"
-        return (
-            f"input partition {topic}[{partition}] has {high - (committed or 0)} record(s) past its "
-            f"committed offset ({'none' if committed is None else committed}, end {high}), none "
-            f"committed for {for_s:.0f} s while the pipeline waits for input ({where})"
-        )
 
 
 @dataclass
@@ -114,21 +50,34 @@ class Readiness:
 
     app: Any
     timeout_s: float
-    #: called with the reason when the worker was not ready in time (stops the worker)
+    #: told the reason, once per wait, when the worker has not been ready for ``timeout_s`` with
+    #: no recovery progress (the worker logs it; it keeps trying)
     on_timeout: Callable[[str], Any]
     #: whether the tables are recovered for the current assignment
     recovery: faust_seam.RecoveryWatch
+    #: the time waits are measured in (without time the process spent stopped)
+    clock: WaitClock = field(default_factory=WaitClock)
     assigned: bool = False
-    #: monotonic time since which the worker has been waiting to be ready (None: ready)
-    waiting_since: float | None = field(default_factory=time.monotonic)
+    #: time (``clock``) since which the worker has been waiting to be ready (None: ready)
+    waiting_since: float | None = None
     #: recovery progress seen last (records still to read), and when it last moved
     last_remaining: int | None = None
-    last_progress: float = field(default_factory=time.monotonic)
-    gave_up: bool = False
+    last_progress: float = 0.0
+    #: the current wait was told (``on_timeout``) already
+    told: bool = False
+    #: waits told so far (``guardian_not_ready_timeouts_total``)
+    timeouts: int = 0
     #: the claims reader (``streams.claims.ClaimsReader``): not ready until the log is read
     claims: Any = None
-    #: the input partitions' watch (:class:`InputWatch`): not ready while one is starved
+    #: the input partitions' watch: not ready while one is stalled
     inputs: InputWatch | None = None
+    #: heal steps found by the last :meth:`check`, for the watchdog to carry out
+    heals: list[Heal] = field(default_factory=list)
+    #: when the worker, without an assignment, last asked to rejoin its group
+    rejoined: float = float("-inf")
+
+    def __post_init__(self) -> None:
+        self.waiting_since = self.last_progress = self.clock.now()
 
     def on_assigned(self) -> None:
         self.assigned = True
@@ -144,13 +93,13 @@ class Readiness:
         self._wait()
 
     def _wait(self) -> None:
+        now = self.clock.now()
         if self.waiting_since is None:
-            self.waiting_since = time.monotonic()
-        self.last_progress = time.monotonic()
+            self.waiting_since = now
+        self.last_progress = now
         self.last_remaining = None
 
-    def missing(self, now: float | None = None) -> list[str]:
-        """What the worker still lacks to be ready (empty: ready)."""
+    def _lacking(self) -> list[str]:
         app = self.app
         lacking: list[str] = []
         if not self.assigned:
@@ -166,17 +115,26 @@ class Readiness:
             lacking.extend(self.claims.missing())
         if not faust_seam.producer_started(app):
             lacking.append("the Kafka producer is not running")
-        if not lacking and self.inputs is not None:
-            lacking.extend(
-                self.inputs.starved(time.monotonic() if now is None else now, int(time.time() * 1000))
-            )
+        return lacking
+
+    def missing(self) -> list[str]:
+        """What the worker still lacks to be ready (empty: ready); reads only."""
+        lacking = self._lacking()
+        if self.inputs is not None:
+            lacking.extend(self.inputs.open_stalls())
         return lacking
 
     def check(self, now: float) -> list[str]:
-        """Look once: the missing parts (empty: ready); gives up past the timeout."""
-        lacking = self.missing(now)
+        """Look once at ``now`` (``clock`` time): the missing parts (empty: ready), the heal steps
+        due (:attr:`heals`), and a wait past the timeout told once."""
+        lacking = self._lacking()
+        if self.inputs is not None:
+            if not lacking:
+                self.heals.extend(self.inputs.judge(now, int(time.time() * 1000)))
+            lacking.extend(self.inputs.open_stalls())
         if not lacking:
             self.waiting_since = None
+            self.told = False
             return lacking
         if self.waiting_since is None:
             self._wait()
@@ -186,28 +144,121 @@ class Readiness:
             self.last_progress = now
         assert self.waiting_since is not None
         stuck_since = max(self.waiting_since, self.last_progress)
-        if not self.gave_up and now - stuck_since >= self.timeout_s:
-            self.gave_up = True
+        if not self.assigned and now - max(stuck_since, self.rejoined) >= self.timeout_s:
+            self.rejoined = now  # no assignment for so long: rejoin, again every timeout
+            self.heals.append(Heal("rejoin"))
+        if not self.told and now - stuck_since >= self.timeout_s:
+            self.told = True
+            self.timeouts += 1
             topics = ", ".join(faust_seam.assigned_topics(self.app.consumer)) if self.assigned else ""
             reason = (
                 f"worker not ready after {now - self.waiting_since:.0f} s "
-                f"(GUARDIAN_READY_TIMEOUT_S={self.timeout_s:g}): {'; '.join(lacking)}"
+                f"(GUARDIAN_READY_TIMEOUT_S={self.timeout_s:g}), still trying: {'; '.join(lacking)}"
                 + (f"; assigned partitions of {topics}" if topics else "")
             )
             self.on_timeout(reason)
         return lacking
 
 
-async def watchdog(readiness: Readiness, metrics: GuardianMetrics, every_s: float = WATCH_EVERY_S) -> None:
-    """Look at the worker's readiness every ``every_s`` until it gives up.
+async def heal(app: Any, step: Heal) -> bool:
+    """Carry out one heal step on faust's consumer (False: it could not be done)."""
+    consumer = app.consumer
+    where = "the consumer group" if step.topic is None else f"input partition {step.topic}[{step.partition}]"
+    try:
+        if step.topic is None:  # no assignment for so long: is aiokafka holding an error back?
+            held = await membership.request_rejoin(consumer, only_if_held=True)
+            if held is not None:
+                log.warning("guardian: joining the consumer group failed (%s): trying again", held)
+            return True
+        if step.step == "rejoin":
+            log.warning("guardian: %s still stalled: rejoining the consumer group", where)
+            await membership.request_rejoin(consumer)
+            return True
+        assert step.partition is not None
+        tp = TP(step.topic, step.partition)
+        offset = step.offset
+        if offset is None and hasattr(consumer, "broker_committed"):
+            offset = await consumer.broker_committed(tp)  # faust's own may not be known yet
+        if offset is None:
+            offset = int((await consumer.earliest_offsets(tp))[tp])
+        log.warning("guardian: %s stalled: reading it again from offset %d", where, offset)
+        await consumer.seek_wait({tp: offset})
+        consumer.resume_partitions([tp])
+        return True
+    except (KafkaError, TimeoutError, ConsumerNotStarted, KeyError, AssertionError) as exc:
+        log.warning("guardian: healing %s by %s failed (%r)", where, step.step, exc)
+        return False
+
+
+async def watchdog(
+    readiness: Readiness,
+    metrics: GuardianMetrics,
+    heal_step: Callable[[Heal], Awaitable[bool]] | None = None,
+    every_s: float = WATCH_EVERY_S,
+) -> None:
+    """Look at the worker's readiness every ``every_s``, and carry out the heal steps it finds
+    (``heal_step``; a step that fails is followed by the next one at once).
 
     A plain task on the worker's event loop, started before faust's own start: faust starts its
     timers only once the App has started, and a start that hangs (a group that cannot be joined)
     must be noticed too."""
-    while not readiness.gave_up:
-        lacking = readiness.check(time.monotonic())
+    readiness.clock.tick_s = every_s
+    while True:
+        lacking = readiness.check(readiness.clock.tick())
         metrics.ready.set(0 if lacking else 1)
+        while readiness.heals:
+            step: Heal | None = readiness.heals.pop(0)
+            while step is not None and heal_step is not None and not await heal_step(step):
+                inputs = readiness.inputs
+                step = None if inputs is None else inputs.failed(step, readiness.clock.now())
         await asyncio.sleep(every_s)
+
+
+class LivenessCollector(Collector):
+    """The watchdog's counts, read when scraped."""
+
+    def __init__(self, readiness: Readiness) -> None:
+        self.readiness = readiness
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        readiness, inputs = self.readiness, self.readiness.inputs
+        yield CounterMetricFamily(
+            "guardian_not_ready_timeouts",
+            "Times the worker was not ready for GUARDIAN_READY_TIMEOUT_S with no recovery progress "
+            "(each one logged with what was missing; the worker keeps trying).",
+            value=readiness.timeouts,
+        )
+        yield GaugeMetricFamily(
+            "guardian_consumer_group_generation",
+            "The consumer group generation of the worker's assignment: a rebalance raises it, a static "
+            "member restarted under its ID within the session timeout does not.",
+            value=int(getattr(readiness.app, "consumer_generation_id", 0) or 0),
+        )
+        if inputs is None:
+            return
+        yield CounterMetricFamily(
+            "guardian_stall_detected",
+            "Input partitions found stalled: records past the committed offset, no fetch or commit "
+            "progress for GUARDIAN_STALL_AFTER_S while the pipeline waited for input.",
+            value=inputs.detected,
+        )
+        steps = CounterMetricFamily(
+            "guardian_stall_heal_actions",
+            "Heal steps taken for stalled input partitions (seek: read again from the committed "
+            "offset; rejoin: rejoin the consumer group).",
+            labels=["action"],
+        )
+        for step, n in sorted(inputs.steps_taken.items()):
+            steps.add_metric([step], n)
+        yield steps
+        yield CounterMetricFamily(
+            "guardian_stall_healed",
+            "Stalled input partitions read again (their committed offset moved) after healing.",
+            value=inputs.healed,
+        )
 
 
 def register(app: Any, readiness: Readiness, metrics: GuardianMetrics, lag_source: Any) -> None:
@@ -219,6 +270,7 @@ def register(app: Any, readiness: Readiness, metrics: GuardianMetrics, lag_sourc
         return rec.remaining, rec.completed
 
     metrics.add_live(LiveCollector(lag_source, recovery))
+    metrics.registry.register(LivenessCollector(readiness))
     if not app.conf.web_enabled:
         return
 

@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import socket
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.errors import KafkaError
@@ -25,7 +23,7 @@ from config.exitcodes import Exit
 from config.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
-from streams import faust_seam, health
+from streams import faust_seam, health, membership
 from streams.admin import (
     PartitionMismatch,
     TopicError,
@@ -41,6 +39,7 @@ from streams.allocator import keep_large_blocks_mapped
 from streams.app import create_app
 from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
+from streams.stalls import InputWatch, WaitClock
 from supervisor import rules
 from tables.claims import ClaimLog
 from tables.store.faust_tables import (
@@ -57,14 +56,6 @@ from topics.registry import RegistryError, load_registry
 BROKER_WAIT_S = 20.0
 
 
-@dataclass
-class StopReason:
-    """Why the worker stopped itself (None: it did not)."""
-
-    code: Exit | None = None
-    message: str = ""
-
-
 def build_worker_app(
     settings: Settings,
     *,
@@ -72,12 +63,22 @@ def build_worker_app(
     worker_id: str,
     web_port: int | None = None,
     on_not_ready: Any = None,
+    instance_id: str | None = None,
 ) -> tuple[Any, PipelineShell]:
-    """The App with its tables, agent, timers, metrics and readiness, ready to run."""
+    """The App with its tables, agent, timers, metrics and readiness, ready to run; with
+    ``instance_id``, a static member of its group (leaving it when it stops with
+    ``settings.leave_on_stop``)."""
     registry = load_registry(settings.contracts_file, settings.capabilities_file)
     app = create_app(
-        settings, bootstrap=bootstrap, worker_id=worker_id, web_port=web_port, web_host=settings.web_host
+        settings,
+        bootstrap=bootstrap,
+        worker_id=worker_id,
+        web_port=web_port,
+        web_host=settings.web_host,
+        instance_id=instance_id,
     )
+    if settings.leave_on_stop:
+        membership.leave_on_stop(app)
     names = TopicNames(settings.topic_prefix)
     tables = define_tables(app, settings.partitions, faust_seam.RocksStores())
     faust_seam.share_rocksdb_memory(tables.all(), ROCKSDB_SHARED_BLOCK_CACHE, ROCKSDB_SHARED_WRITE_BUFFERS)
@@ -125,15 +126,17 @@ def build_worker_app(
         settings.ready_timeout_s,
         on_not_ready if on_not_ready is not None else (lambda _r: None),
         recovery,
+        WaitClock(health.WATCH_EVERY_S),
     )
     app.on_partitions_assigned.connect(lambda *_a, **_k: readiness.on_assigned())
     app.on_partitions_revoked.connect(lambda *_a, **_k: readiness.on_revoked())
     health.register(app, readiness, metrics, lambda: input_lag(app, names))
     readiness.claims = claims
-    readiness.inputs = health.InputWatch(
+    readiness.inputs = InputWatch(
         lag=lambda: input_lag(app, names),
         fetch=lambda: faust_seam.fetch_states(app.consumer),
         idle=lambda: shell.waiting_since is not None,
+        after_s=settings.stall_after_s,
     )
     shell.readiness = readiness
     return app, shell
@@ -224,20 +227,14 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
             "its own GUARDIAN_WEB_PORT (0 turns the web server off)"
         )
         return Exit.USAGE
-    stop = StopReason()
-
-    def not_ready(reason: str) -> None:
-        stop.code, stop.message = Exit.NOT_READY, reason
-        _say(reason)
-        os.kill(os.getpid(), signal.SIGTERM)  # faust's own graceful stop
-
     try:
         app, shell = build_worker_app(
             settings,
             bootstrap=bootstrap,
             worker_id=args.worker_id or default_worker_id(),
             web_port=web_port,
-            on_not_ready=not_ready,
+            on_not_ready=_say,  # said once per wait; the worker keeps trying (``streams.health``)
+            instance_id=membership.instance_id(args.worker_id or os.environ.get("GUARDIAN_WORKER_ID")),
         )
     except RegistryError as exc:
         _say(f"broken registry: {exc}")
@@ -247,6 +244,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         return Exit.INTERNAL
     try:
         faust_seam.check(app, shell.tables.all())
+        membership.check()
         expected = changelog_topics(shell.names)
         found = faust_seam.changelog_topic_names(shell.tables.all())
         if found != expected:
@@ -265,15 +263,15 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     )
     worker = faust_seam.new_worker(app, args.loglevel)
     assert shell.readiness is not None and shell.metrics is not None
-    watching = worker.loop.create_task(health.watchdog(shell.readiness, shell.metrics))
+    watching = worker.loop.create_task(
+        health.watchdog(shell.readiness, shell.metrics, lambda step: health.heal(app, step))
+    )
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
-        if stop.code is not None:
-            return stop.code
         code = exc.code if isinstance(exc.code, int) else Exit.INTERNAL
         return Exit.OK if code == 0 else Exit.INTERNAL
     finally:
         if not watching.done() and not worker.loop.is_closed():
             watching.cancel()  # (faust's shutdown cancels every task of its loop first)
-    return stop.code if stop.code is not None else Exit.OK
+    return Exit.OK

@@ -1,4 +1,5 @@
-"""A worker never goes dark at start-up, and says what it does.
+"""A worker never goes dark at start-up, says what it does, and never stops itself while the broker
+answers.
 
 Fresh workers on fresh topic prefixes of one broker each produce their first output (the issue's
 acceptance bound: 15 s from the worker's start); a live worker's ``/metrics`` (parsed with the
@@ -263,14 +264,17 @@ def test_a_worker_whose_topics_do_not_exist_says_so_and_stops(kafka_bootstrap: s
     assert len(lines) == 1, log
 
 
-def test_a_worker_that_cannot_join_its_group_says_so_and_stops(
+def test_a_worker_that_cannot_join_its_group_says_so_and_keeps_trying(
     kafka_bootstrap: str, topic_names: TopicNames, guardian_env: dict[str, str], tmp_path: Path
 ) -> None:
     """Another kind of consumer holds the worker's group: faust cannot join it (and says nothing
-    more); the watchdog names what is missing and the worker exits 5 instead of waiting forever."""
+    more). The worker says once what is missing, counts it and answers ``/ready`` with the reason,
+    and stays: once the other consumer is gone it joins and is ready (it used to exit 5, and under
+    rebalance storms workers left the group one after the other that way)."""
     env = {**guardian_env, "GUARDIAN_READY_TIMEOUT_S": "5"}
+    worker = WorkerProcess(env, tmp_path / "worker.log")
 
-    async def run() -> int:
+    async def blocked_then_freed() -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
         blocker = AIOKafkaConsumer(
             topic_names.plans,
             bootstrap_servers=kafka_bootstrap,
@@ -282,18 +286,34 @@ def test_a_worker_that_cannot_join_its_group_says_so_and_stops(
             async with asyncio.timeout(60):
                 while not blocker.assignment():
                     await blocker.getmany(timeout_ms=200)
-            worker = WorkerProcess(env, tmp_path / "worker.log").start()
-            try:
-                assert worker.proc is not None
-                return await asyncio.to_thread(worker.proc.wait, 120)
-            finally:
-                worker.stop()
+            worker.start()
+            async with asyncio.timeout(120):  # the timeout told, and counted
+                while "not ready after" not in worker.log_tail(200):
+                    assert worker.alive(), worker.log_tail()
+                    await asyncio.sleep(0.5)
+            await asyncio.sleep(6)  # more than its ready timeout again: still there, said once
+            assert worker.alive(), worker.log_tail()
+            said = await asyncio.to_thread(readiness, worker)
+            status, body = await asyncio.to_thread(get, f"{worker.base_url}/metrics")
+            assert status == 200
+            return said, samples(body.decode())
         finally:
             await blocker.stop()
 
-    code = asyncio.run(run())
+    try:
+        said, found = asyncio.run(blocked_then_freed())
+        assert said.startswith("503") and "no partition assignment from the consumer group yet" in said
+        assert found[("guardian_not_ready_timeouts_total", ())] == 1
+        assert found[("guardian_ready", ())] == 0
+        deadline = time.monotonic() + 120  # the group is free: the worker joins it
+        while not readiness(worker).startswith("200"):
+            assert worker.alive(), worker.log_tail()
+            assert time.monotonic() < deadline, f"never ready: {readiness(worker)}\n{worker.log_tail()}"
+            time.sleep(0.5)
+    finally:
+        worker.stop()
     log = (tmp_path / "worker.log").read_text()
-    assert code == 5, log
+    assert worker.proc is not None and worker.proc.returncode == 0, log
     lines = [line for line in log.splitlines() if "not ready after" in line]
     assert len(lines) == 1, log
-    assert "GUARDIAN_READY_TIMEOUT_S=5" in lines[0] and "no partition assignment" in lines[0]
+    assert "GUARDIAN_READY_TIMEOUT_S=5), still trying" in lines[0] and "no partition assignment" in lines[0]

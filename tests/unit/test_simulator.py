@@ -482,3 +482,70 @@ def test_without_device_context_hg04_moves_nowhere() -> None:
     assert report.ok, format_table(report.rows)
     (row,) = report.rows
     assert row.dispatches == 0 and row.decisions == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# at-least-once delivery of the pipeline's outputs
+# ------------------------------------------------------------------------------------------------
+
+
+class Redelivering(Loopback):
+    """The core as the 'broker', every output delivered twice (as after a worker crash: the records
+    read again give their outputs again); ``tamper`` changes the copy of each dispatch."""
+
+    def __init__(self, tamper: bool = False) -> None:
+        super().__init__()
+        self.tamper = tamper
+
+    async def send(self, suffix: str, key: str, value: bytes, timestamp_ms: int) -> None:
+        self.offset += 1
+        done = self.processor.process(
+            self.store,
+            suffix,
+            key.encode(),
+            value,
+            source_topic=f"loop.{suffix}",
+            partition=0,
+            offset=self.offset,
+            received_at_ms=timestamp_ms,
+        )
+        assert self.fleet is not None
+        for out in done.outs:
+            self.fleet.handle_output(out.kind, out.key, orjson.dumps(out.value))
+        for out in done.outs:
+            copy = dict(out.value)
+            if self.tamper and out.kind == "dispatch":
+                copy["created_at_ms"] = int(copy["created_at_ms"]) + 1
+            self.fleet.handle_output(out.kind, out.key, orjson.dumps(copy))
+
+
+def run_fleet(transport: Redelivering) -> Fleet:
+    async def run() -> Fleet:
+        config = FleetConfig(devices=14, mix=True, seed=11, speed=40.0, timeout_s=60.0, start_spread_s=0.3)
+        fleet = Fleet(config, transport, clock=SimClock(40.0))
+        transport.fleet = fleet
+        await fleet.run()
+        return fleet
+
+    return asyncio.run(run())
+
+
+def test_an_identical_redelivery_is_counted_not_a_failure() -> None:
+    fleet = run_fleet(Redelivering())
+    report = fleet.report(0.0, 0.0, False)
+    assert report.ok, format_table(report.rows)
+    assert report.totals["redelivered"] == sum(
+        report.totals[k] for k in ("decisions", "dispatch", "timeline", "deadletter")
+    )
+    assert report.totals.get("conflicting", 0) == 0
+    assert sum(r.dispatches for r in report.rows) == report.totals["dispatch"] > 0
+
+
+def test_a_redelivery_with_other_contents_is_a_failure() -> None:
+    fleet = run_fleet(Redelivering(tamper=True))
+    report = fleet.report(0.0, 0.0, False)
+    assert not report.ok
+    assert report.totals["conflicting"] == report.totals["dispatch"] > 0
+    failed = [p for r in report.rows for p in r.problems if "delivered twice with different contents" in p]
+    assert len(failed) == report.totals["dispatch"]
+    assert failed[0].startswith("dispatch record (dispatch_id=dsp_")
