@@ -53,14 +53,12 @@ import orjson
 
 from config.exitcodes import Exit
 from config.settings import Settings
+from guardian.recorded import RecordedDecider, RecordedDecisions, decision_device
 from pipeline.core import Pipeline
 from pipeline.runner import Processor, ReplayStore
 from pipeline.step import Decider
-from report.html import DeviceStateChange, device_state_change
+from report.bands import AdmittedStates, DeviceStateChange
 from supervisor import rules
-from supervisor.checks import recorded_verdict
-from supervisor.verdict import Verdict
-from tables.state import ExperienceState, Trigger
 from topics.envelope import Out
 from topics.gate import Admitted
 from topics.names import CONTRACT_SUFFIXES, INPUT_SUFFIXES, TopicNames
@@ -221,98 +219,7 @@ def read_kcat_lines(path: Path | str, names: TopicNames) -> Iterator[InputRecord
 # ----------------------------------------------------------------------------------------------
 # recorded decisions: matching, checking and divergences (--decisions recorded), in one place
 # ----------------------------------------------------------------------------------------------
-@dataclass
-class RecordedDecisions:
-    """Decisions found in the input, by trigger: (device_id, experience_id, trigger_event_id).
-    Never by decision ID, whose formula may differ in an older export."""
-
-    by_trigger: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-
-    @classmethod
-    def from_records(cls, records: Iterable[InputRecord]) -> RecordedDecisions:
-        found = cls()
-        for r in records:
-            if r.suffix != "decisions" or r.value is None:
-                continue
-            try:
-                d = orjson.loads(r.value)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(d, dict) and isinstance(d.get("experience_id"), str):
-                found.by_trigger[
-                    (str(d.get("device_id")), d["experience_id"], str(d.get("trigger_event_id")))
-                ] = d
-        return found
-
-
-@dataclass
-class RecordedDecider:
-    """Reuses recorded decisions for the same triggers; the rules decide (and it is reported) otherwise."""
-
-    recorded: RecordedDecisions
-    missing: list[str] = field(default_factory=list)
-    #: (trigger_event_id, why) of recorded decisions the contract does not allow: the rules decided
-    invalid: list[tuple[str, str]] = field(default_factory=list)
-
-    def __call__(self, exp: ExperienceState, trigger: Trigger) -> Verdict:
-        d = self.recorded.by_trigger.get((exp.device_id, exp.experience_id, trigger.event_id))
-        if d is None:
-            self.missing.append(trigger.event_id)
-            return rules.decide(exp, trigger)
-        verdict = recorded_verdict(d, exp, trigger)
-        if isinstance(verdict, str):
-            self.invalid.append((trigger.event_id, verdict))
-            return rules.decide(exp, trigger)
-        return verdict
-
-
-def _divergences(recorded: RecordedDecisions, produced: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    seen: set[tuple[str, str, str]] = set()
-    for d in produced:
-        key = (d["device_id"], d["experience_id"], d["trigger_event_id"])
-        seen.add(key)
-        rec = recorded.by_trigger.get(key)
-        if rec is None:
-            continue
-        for fld in ("decision", "reason_code", "backend", "state_etag", "budget_after"):
-            if rec.get(fld) != d.get(fld):
-                found.append(
-                    {
-                        "trigger_event_id": d["trigger_event_id"],
-                        "kind": "different",
-                        "field": fld,
-                        "recorded": rec.get(fld),
-                        "replayed": d.get(fld),
-                    }
-                )
-    for key, rec in recorded.by_trigger.items():
-        if key not in seen:
-            found.append(
-                {"trigger_event_id": key[2], "kind": "not_reproduced", "recorded": rec.get("decision_id")}
-            )
-    return found
-
-
-def _decision_device(key: bytes | None, value: bytes | None) -> bytes | None:
-    """The device a recorded decision belongs to (for --jobs): its ``device_id``, else its key."""
-    if value is not None:
-        with contextlib.suppress(orjson.JSONDecodeError):
-            d = orjson.loads(value)
-            if isinstance(d, dict) and isinstance(d.get("device_id"), str):
-                return str(d["device_id"]).encode("utf-8")
-    return key
-
-
-def _is_recorded_decision(value: bytes | None) -> bool:
-    """Would :meth:`RecordedDecisions.from_records` keep this value (the default mode depends on it)."""
-    if value is None:
-        return False
-    try:
-        d = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(d, dict) and isinstance(d.get("experience_id"), str)
+# (kept in guardian.recorded: read bounded, on disk, matched by trigger)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -393,8 +300,9 @@ class ReplayEngine:
         self.processor = Processor(registry, Pipeline(registry, language=settings.language), decider)
         self.store = ReplayStore()
         self.emit = emit
-        #: receives the network and voice observations of the input (the report's bands)
+        #: receives the network and voice states the pipeline admitted (the report's bands)
         self.on_state = on_state
+        self._states = AdmittedStates()
         self.records = 0
         #: (experience_id, device_id) claims by other jobs' plans already in the index
         self._foreign_claims: set[tuple[str, str]] = set()
@@ -406,6 +314,8 @@ class ReplayEngine:
         store = self.store
         emit = self.emit
         on_state = self.on_state
+        states_after = self._states.after
+        devices = store.devices
         window = self.processor.pipeline.dedup_window_ms
         n = self.records
         # the previous row's coordinates and content (a copy of it is skipped)
@@ -428,14 +338,15 @@ class ReplayEngine:
                 self._foreign_plan(row)
                 continue
             n += 1
-            if on_state is not None and tie == _OBSERVATIONS_TIE:
-                change = device_state_change(ts, value)
-                if change is not None:
-                    on_state(change)
             if n % _SWEEP_EVERY == 0:
                 store.forget_seen_before(ts - window)
-            for o in process(store, suffix, key, value, topic, partition, offset, ts).outs:  # positional
+            done = process(store, suffix, key, value, topic, partition, offset, ts)  # positional
+            for o in done.outs:
                 emit(o)
+            if on_state is not None and tie == _OBSERVATIONS_TIE and done.device_id is not None:
+                # the bands follow the snapshot: only what the gate, dedup and key check admitted
+                for change in states_after(done.device_id, devices[done.device_id].snapshot):
+                    on_state(change)
         self.records = n
 
     def _foreign_plan(self, row: Row) -> None:
@@ -497,15 +408,10 @@ def _all_divergences(
     recorded: RecordedDecisions,
     recorded_decider: RecordedDecider | None,
     produced: Iterable[dict[str, Any]],
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
     if recorded_decider is None:
-        return []
-    divergences = _divergences(recorded, produced)
-    for event_id in recorded_decider.missing:
-        divergences.append({"trigger_event_id": event_id, "kind": "no_recorded_decision"})
-    for event_id, why in recorded_decider.invalid:
-        divergences.append({"trigger_event_id": event_id, "kind": "invalid_recorded_decision", "why": why})
-    return divergences
+        return iter(())
+    return recorded.divergences(produced)
 
 
 def _row(r: InputRecord, seq: int, own: bool = True) -> Row:
@@ -532,9 +438,12 @@ def replay_records(
     model_decider: Decider | None = None,
 ) -> ReplayResult:
     """Run input records through the live pipeline's logic, in memory; pure apart from the registry load."""
-    recorded = RecordedDecisions.from_records(records)
+    recorded = RecordedDecisions()
+    for r in records:
+        if r.suffix == "decisions":
+            recorded.add_value(r.value, r.topic, r.partition, r.offset)
     if mode is None:
-        mode = "recorded" if recorded.by_trigger else "rules"
+        mode = "recorded" if recorded.readable() else "rules"
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     outs: dict[str, list[dict[str, Any]]] = {k: [] for k in OUT_KINDS}
     counts = SummaryCounts()
@@ -549,7 +458,8 @@ def replay_records(
     with _fewer_collections():
         engine.feed(rows)
         engine.finish()
-    divergences = _all_divergences(recorded, recorded_decider, outs["decisions"])
+    divergences = list(_all_divergences(recorded, recorded_decider, outs["decisions"]))
+    recorded.close()
     counts.divergences = len(divergences)
     return ReplayResult(
         outs=outs, summary=counts.summary(mode), divergences=divergences, device_states=device_states
@@ -707,7 +617,8 @@ class _JobInput:
     runs: list[Path] = field(default_factory=list)
     chunk: list[Row] = field(default_factory=list)
     chunk_bytes: int = 0
-    decisions: list[InputRecord] = field(default_factory=list)
+    #: the share's recorded decisions (guardian.recorded), when the input has any
+    recorded: Path | None = None
 
     def rows(self, tmp: Path) -> Iterator[Row]:
         """Every row in order (runs merged, at most MAX_FAN_IN files open at once)."""
@@ -745,6 +656,7 @@ class _Spool:
         self.records = 0
         self.has_decisions = False
         self._runs = 0
+        self._recorded: dict[int, RecordedDecisions] = {}
 
     def add_file(self, name: str) -> None:
         jobs = len(self.jobs)
@@ -756,9 +668,9 @@ class _Spool:
             tie = tie_of(suffix)
             if tie is None:
                 if suffix == "decisions":
-                    rec = InputRecord(suffix, topic, partition, offset, ts, key, value)
-                    self.jobs[job_of(_decision_device(key, value), jobs)].decisions.append(rec)
-                    self.has_decisions = self.has_decisions or _is_recorded_decision(value)
+                    device, read = decision_device(key, value)
+                    self._recorded_of(job_of(device, jobs)).add(read, topic, partition, offset)
+                    self.has_decisions = self.has_decisions or isinstance(read, dict)
                 continue
             seq += 1
             row = (ts, tie, partition, offset, seq, suffix, topic, key, value, True)
@@ -778,6 +690,18 @@ class _Spool:
                         self._add(other, foreign, size)
         self.records += seq - self.seq
         self.seq = seq
+        for recorded in self._recorded.values():
+            recorded.close()
+        self._recorded.clear()
+
+    def _recorded_of(self, j: int) -> RecordedDecisions:
+        """Job ``j``'s recorded decisions, on disk (open while a file is read)."""
+        recorded = self._recorded.get(j)
+        if recorded is None:
+            share = self.jobs[j]
+            share.recorded = share.recorded or self.tmp / f"recorded-{j}.sqlite"
+            recorded = self._recorded[j] = RecordedDecisions(share.recorded)
+        return recorded
 
     def _add(self, j: int, row: Row, size: int) -> None:
         share = self.jobs[j]
@@ -814,13 +738,13 @@ def _run_job(
     """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
     ``states``, the network and voice observations it saw go to :func:`_states_file` for the
     report (without a report they are not looked for: one JSON parse per observation less)."""
-    recorded = RecordedDecisions.from_records(share.decisions)
-    share.decisions = []
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
         with blocking_model_decider(settings) as model:
             return _run_job(share, tmp, out_dir, settings, mode, model, states)
+    # on disk, read back by trigger (closed at the end; on an error, with the temporary folder)
+    recorded = RecordedDecisions(share.recorded or ":memory:")
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
     handles = {k: (out_dir / f"{k}.jsonl").open("wb", buffering=1024 * 1024) for k in OUT_KINDS}
@@ -845,12 +769,14 @@ def _run_job(
     finally:
         for h in handles.values():
             h.close()
-    divergences = _all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl"))
-    counts.divergences = len(divergences)
-    if divergences:
-        with (out_dir / "divergences.jsonl").open("wb") as fh:
-            for d in divergences:
-                fh.write(orjson.dumps(d) + b"\n")
+    path = out_dir / "divergences.jsonl"
+    with path.open("wb") as fh:  # streamed: the divergences are never held
+        for d in _all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl")):
+            fh.write(orjson.dumps(d) + b"\n")
+            counts.divergences += 1
+    recorded.close()
+    if not counts.divergences:
+        path.unlink()
     return _JobResult(counts, engine.records)
 
 
