@@ -426,7 +426,7 @@ class ReplayResult:
     outs: dict[str, list[dict[str, Any]]]
     summary: dict[str, Any]
     divergences: list[dict[str, Any]]
-    #: network and voice observations of the input (they write no timeline entry): the report's bands
+    #: network and voice states the pipeline admitted (they write no timeline entry): the report's bands
     device_states: list[DeviceStateChange] = field(default_factory=list)
 
 
@@ -490,7 +490,7 @@ def write_outputs(result: ReplayResult, out_dir: Path) -> None:
 
 def write_report(out_dir: Path, device_states: Iterable[DeviceStateChange] = ()) -> Path | None:
     """The incident report next to the outputs (report.html); ``device_states``: the network and
-    voice observations of the input, drawn as bands."""
+    voice states the pipeline admitted, drawn as bands."""
     from report.html import render_report_from_dir
 
     return render_report_from_dir(out_dir, device_states=device_states)
@@ -736,8 +736,8 @@ def _run_job(
     states: bool = True,
 ) -> _JobResult:
     """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
-    ``states``, the network and voice observations it saw go to :func:`_states_file` for the
-    report (without a report they are not looked for: one JSON parse per observation less)."""
+    ``states``, the network and voice states the pipeline admitted go to :func:`_states_file` for
+    the report (without a report they are not looked for)."""
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 

@@ -7,8 +7,9 @@ string escaped. `render_report_from_dir` does the same from a replay/demo output
 (reading `divergences.jsonl` and the mode in `summary.json` too) and writes `report.html` there.
 
 Network and voice observations write no timeline entry, so the output files cannot show an outage
-or a voice session: replay hands the report those input records (:func:`device_state_change`,
-``device_states``) and the report draws them as bands.
+or a voice session: replay hands the report the states the pipeline admitted into the device
+snapshot (``device_states``, :mod:`report.bands`) and the report draws them as bands, merged and
+bounded per lane.
 
 The page is deterministic (same records, same bytes: no wall clock) and bounded: per-lane entry
 tables and charts are capped by a page-wide budget, and past ``OPEN_LANES_MAX`` lanes every lane
@@ -20,7 +21,7 @@ large replays: docs/PERFORMANCE.md).
 
 The writer does not hold the records: it scans each output kind once, keeping per lane its
 aggregates and an 8-byte handle per record (an offset in the JSONL file), then loads, draws and
-lets go of one lane's records at a time (:class:`_Records`, :func:`drawn`).
+lets go of one lane's records at a time (the lane model: :mod:`report.lanes`).
 """
 
 from __future__ import annotations
@@ -48,23 +49,11 @@ from report.bands import (
     band_what,
     lane_bands,
 )
-from report.lanes import (
-    DETAIL_ROWS_MAX,
-    NO_EXPERIENCE,
-    SEVERE_STATUSES,
-    FileRecords,
-    Lane,
-    ListRecords,
-    Record,
-    Sources,
-    Totals,
-    build_lanes,
-    drawn,
-    loads,
-)
+from report.lanes import DETAIL_ROWS_MAX, NO_EXPERIENCE, SEVERE_STATUSES, Lane, Totals, build_lanes, drawn
 from report.lanes import rec_int as _int
 from report.lanes import rec_str as _str
 from report.safe import shown_id
+from report.sources import FileRecords, ListRecords, Record, Sources, loads
 from topics import records
 
 STAGES: Final[tuple[str, ...]] = ("goal", "observe", "decide", "act", "evidence", "end", "drop")
@@ -1515,8 +1504,9 @@ def render_report(
     """One self-contained HTML page (no external reference) for the given output records.
 
     ``divergences`` are replay's (``divergences.jsonl``) and ``replay_mode`` its ``--decisions``
-    mode (shown in a banner); ``device_states`` are the network and voice observations of the input
-    (see :func:`device_state_change`), drawn as bands since they write no timeline entry.
+    mode (shown in a banner); ``device_states`` are the network and voice states the pipeline
+    admitted (:class:`report.bands.AdmittedStates`), drawn as bands since they write no timeline
+    entry.
 
     With more than ``OPEN_LANES_MAX`` lanes (or ``on_demand=True``) the lanes start collapsed and
     each lane's body and shared-axis strip are carried compressed (:class:`_LaneData`): the page
@@ -1625,7 +1615,8 @@ def _page(
         "Lanes are grouped by experience; entries without an experience form a per-device "
         "“no experience” lane, which also holds the device's dead letters received outside any "
         "experience. Network and voice records update only the device snapshot: their bands are "
-        "drawn from the replay's input. Dead letters never show a payload.</footer>"
+        "drawn from what the pipeline admitted into it (flapping bands merge stretches close in "
+        "time). Dead letters never show a payload.</footer>"
     )
     if packed is not None:
         yield packed.html()
@@ -1644,7 +1635,7 @@ def render_report_from_dir(
 ) -> Path:
     """Read a replay/demo output directory and write `report.html` into it; return its path.
 
-    ``device_states``: the network and voice observations of the replay's input (the output files
+    ``device_states``: the network and voice states the pipeline admitted (the output files
     do not hold them); without them the report has no network or voice bands.
 
     The output files are read twice and never held: a first pass keeps per lane its aggregates

@@ -18,14 +18,8 @@ from guardian.recorded import RecordedDecisions
 from guardian.replay import replay_files
 from report import render_report
 from report.bands import BANDS_LANE_MAX, BANDS_PER_DEVICE, BandBuilder, DeviceStateChange
-from report.lanes import (
-    DEAD_KEY_LANES_MAX,
-    DETAIL_ROWS_MAX,
-    FileRecords,
-    ListRecords,
-    Sources,
-    build_lanes,
-)
+from report.lanes import DEAD_KEY_LANES_MAX, DETAIL_ROWS_MAX, build_lanes
+from report.sources import FileRecords, ListRecords, Sources
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1785400000000
