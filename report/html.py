@@ -52,7 +52,7 @@ from report.bands import (
 from report.lanes import DETAIL_ROWS_MAX, NO_EXPERIENCE, SEVERE_STATUSES, Lane, Totals, build_lanes, drawn
 from report.lanes import rec_int as _int
 from report.lanes import rec_str as _str
-from report.safe import shown_id
+from report.safe import shown_id, shown_value
 from report.sources import FileRecords, ListRecords, Record, Sources, loads
 from topics import records
 
@@ -515,10 +515,10 @@ def _capped(rows: list[str], total: int, what: str) -> str:
 def _divergence_text(div: Record) -> str:
     kind = _str(div, "kind")
     if kind == "different":
-        return (
-            f"{_str(div, 'field')}: recorded {json.dumps(div.get('recorded'), ensure_ascii=False)} "
-            f"→ replayed {json.dumps(div.get('replayed'), ensure_ascii=False)}"
+        recorded, replayed = (
+            json.dumps(shown_value(div.get(k)), ensure_ascii=False) for k in ("recorded", "replayed")
         )
+        return f"{_str(div, 'field')}: recorded {recorded} → replayed {replayed}"
     if kind == "not_reproduced":
         return f"recorded decision {shown_id(div.get('recorded')) or '?'} was not reproduced by the replay"
     if kind == "no_recorded_decision":

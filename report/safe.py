@@ -24,3 +24,17 @@ def shown_id(value: object) -> str:
     if not text:
         return ""
     return text if _ID.fullmatch(text) is not None else safe_key(text)
+
+
+def shown_value(value: object, depth: int = 0) -> object:
+    """A recorded value as the report prints it (a divergence's ``recorded``): every string in it,
+    keys included, as :func:`shown_id` shows it; numbers, booleans and null as they are."""
+    if isinstance(value, str):
+        return shown_id(value)
+    if depth >= 32:
+        return None
+    if isinstance(value, dict):
+        return {shown_id(k): shown_value(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_value(v, depth + 1) for v in value]
+    return value

@@ -345,3 +345,13 @@ def test_the_page_names_how_many_dead_letters_and_keys_were_folded() -> None:
     other = [lane for lane in lanes if lane.device_id == "(other keys)"]
     assert len(other) == 1 and other[0].n_dead == 30
     assert totals.dead_letters == len(letters)
+
+
+def test_free_text_in_a_recorded_decision_reaches_the_divergences_file_not_the_page(tmp_path: Path) -> None:
+    recorded = _recorded("null").replace('"battery_low"', '"my PIN is 4711"')
+    out = replay(tmp_path, [line("decisions", 0, T0 + 1_800, VICTIM, recorded)], mode="recorded")
+    divergences = [orjson.loads(x) for x in (out / "divergences.jsonl").read_bytes().splitlines()]
+    assert {"field": "reason_code", "recorded": "my PIN is 4711"}.items() <= divergences[0].items()
+    assert any(d["kind"] == "invalid_recorded_decision" for d in divergences)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "reason_code: recorded &quot;&lt;key:" in page and "4711" not in page
