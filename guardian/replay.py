@@ -51,13 +51,7 @@ from typing import IO, Any, cast
 import orjson
 
 from config.settings import Settings
-from guardian.replay_decisions import (
-    RecordedDecider,
-    RecordedDecisions,
-    all_divergences,
-    decision_device,
-    is_recorded_decision,
-)
+from guardian.recorded import RecordedDecider, RecordedDecisions, decision_device
 from guardian.replay_jobs import end_position, merge_divergences, merge_outputs, row_position
 from guardian.replay_out import OUTPUT_FILES, OutputError, clear_outputs, input_conflict, staged_outputs
 from guardian.replay_progress import Progress
@@ -65,7 +59,7 @@ from guardian.replay_provenance import describe, made_at, made_from
 from pipeline.core import Pipeline
 from pipeline.runner import Processor, ReplayStore
 from pipeline.step import Decider
-from report.html import DeviceStateChange, device_state_change
+from report.bands import AdmittedStates, DeviceStateChange
 from supervisor import rules
 from topics.envelope import Out
 from topics.gate import Admitted
@@ -293,8 +287,9 @@ class ReplayEngine:
         self.processor = Processor(registry, Pipeline(registry, language=settings.language), decider)
         self.store = ReplayStore()
         self.emit = emit
-        #: receives the network and voice observations of the input (the report's bands)
+        #: receives the network and voice states the pipeline admitted (the report's bands)
         self.on_state = on_state
+        self._states = AdmittedStates()
         self.records = 0
         #: (experience_id, device_id) claims by other jobs' plans already in the index
         self._foreign_claims: set[tuple[str, str]] = set()
@@ -311,6 +306,8 @@ class ReplayEngine:
         store = self.store
         emit = self.emit
         on_state = self.on_state
+        states_after = self._states.after
+        devices = store.devices
         window = self.processor.pipeline.dedup_window_ms
         n = self.records
         # the previous row's coordinates and content (a copy of it is skipped)
@@ -336,14 +333,15 @@ class ReplayEngine:
             self.row = row
             if n == 1:
                 self.first_ts = ts
-            if on_state is not None and tie == _OBSERVATIONS_TIE:
-                change = device_state_change(ts, value)
-                if change is not None:
-                    on_state(change)
             if n % _SWEEP_EVERY == 0:
                 store.forget_seen_before(ts - window)
-            for o in process(store, suffix, key, value, topic, partition, offset, ts).outs:  # positional
+            done = process(store, suffix, key, value, topic, partition, offset, ts)  # positional
+            for o in done.outs:
                 emit(o)
+            if on_state is not None and tie == _OBSERVATIONS_TIE and done.device_id is not None:
+                # the bands follow the snapshot: only what the gate, dedup and key check admitted
+                for change in states_after(done.device_id, devices[done.device_id].snapshot):
+                    on_state(change)
         self.records = n
 
     def _foreign_plan(self, row: Row) -> None:
@@ -415,6 +413,17 @@ def _decider_for(
     return rules.decide, None
 
 
+def _all_divergences(
+    recorded: RecordedDecisions,
+    recorded_decider: RecordedDecider | None,
+    produced: Iterable[dict[str, Any]],
+) -> Iterator[dict[str, Any]]:
+    """Every divergence of a replay (none unless recorded decisions were reused), by device."""
+    if recorded_decider is None:
+        return iter(())
+    return recorded.divergences(produced)
+
+
 def _row(r: InputRecord, seq: int, own: bool = True) -> Row:
     return (r.ts, _TIE_ORDER[r.suffix], r.partition, r.offset, seq, r.suffix, r.topic, r.key, r.value, own)
 
@@ -427,7 +436,7 @@ class ReplayResult:
     outs: dict[str, list[dict[str, Any]]]
     summary: dict[str, Any]
     divergences: list[dict[str, Any]]
-    #: network and voice observations of the input (they write no timeline entry): the report's bands
+    #: network and voice states the pipeline admitted (they write no timeline entry): the report's bands
     device_states: list[DeviceStateChange] = field(default_factory=list)
 
 
@@ -439,9 +448,12 @@ def replay_records(
     model_decider: Decider | None = None,
 ) -> ReplayResult:
     """Run input records through the live pipeline's logic, in memory; pure apart from the registry load."""
-    recorded = RecordedDecisions.from_records(records)
+    recorded = RecordedDecisions()
+    for r in records:
+        if r.suffix == "decisions":
+            recorded.add_value(r.value, r.topic, r.partition, r.offset)
     if mode is None:
-        mode = "recorded" if recorded.by_trigger else "rules"
+        mode = "recorded" if recorded.readable() else "rules"
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     outs: dict[str, list[dict[str, Any]]] = {k: [] for k in OUT_KINDS}
     counts = SummaryCounts()
@@ -456,7 +468,8 @@ def replay_records(
     with _fewer_collections():
         engine.feed(rows)
         engine.finish()
-    divergences = all_divergences(recorded, recorded_decider, outs["decisions"])
+    divergences = list(_all_divergences(recorded, recorded_decider, outs["decisions"]))
+    recorded.close()
     counts.divergences = len(divergences)
     return ReplayResult(
         outs=outs, summary=counts.summary(mode), divergences=divergences, device_states=device_states
@@ -482,7 +495,7 @@ def write_report(
     out_dir: Path, device_states: Iterable[DeviceStateChange] = (), *, made_from: str = ""
 ) -> Path | None:
     """The incident report next to the outputs (report.html); ``device_states``: the network and
-    voice observations of the input, drawn as bands; ``made_from``: what the outputs were made from."""
+    voice states the pipeline admitted, drawn as bands; ``made_from``: what the outputs were made from."""
     from report.html import render_report_from_dir
 
     return render_report_from_dir(out_dir, device_states=device_states, made_from=made_from)
@@ -609,7 +622,8 @@ class _JobInput:
     runs: list[Path] = field(default_factory=list)
     chunk: list[Row] = field(default_factory=list)
     chunk_bytes: int = 0
-    decisions: list[InputRecord] = field(default_factory=list)
+    #: the share's recorded decisions (guardian.recorded), when the input has any
+    recorded: Path | None = None
     #: rows spilled to the runs
     rows_total: int = 0
 
@@ -648,6 +662,7 @@ class _Spool:
         self.records = 0
         self.has_decisions = False
         self._runs = 0
+        self._recorded: dict[int, RecordedDecisions] = {}
 
     def add_file(self, name: str) -> None:
         jobs = len(self.jobs)
@@ -662,9 +677,9 @@ class _Spool:
             tie = tie_of(suffix)
             if tie is None:
                 if suffix == "decisions":
-                    rec = InputRecord(suffix, topic, partition, offset, ts, key, value)
-                    self.jobs[job_of(decision_device(key, value), jobs)].decisions.append(rec)
-                    self.has_decisions = self.has_decisions or is_recorded_decision(value)
+                    device, read = decision_device(key, value)
+                    self._recorded_of(job_of(device, jobs)).add(read, topic, partition, offset)
+                    self.has_decisions = self.has_decisions or isinstance(read, dict)
                 continue
             seq += 1
             row = (ts, tie, partition, offset, seq, suffix, topic, key, value, True)
@@ -684,6 +699,18 @@ class _Spool:
                         self._add(other, foreign, size)
         self.records += seq - self.seq
         self.seq = seq
+        for recorded in self._recorded.values():
+            recorded.close()
+        self._recorded.clear()
+
+    def _recorded_of(self, j: int) -> RecordedDecisions:
+        """Job ``j``'s recorded decisions, on disk (open while a file is read)."""
+        recorded = self._recorded.get(j)
+        if recorded is None:
+            share = self.jobs[j]
+            share.recorded = share.recorded or self.tmp / f"recorded-{j}.sqlite"
+            recorded = self._recorded[j] = RecordedDecisions(share.recorded)
+        return recorded
 
     def _add(self, j: int, row: Row, size: int) -> None:
         share = self.jobs[j]
@@ -724,17 +751,16 @@ def _run_job(
     progress: Progress | None = None,
 ) -> _JobResult:
     """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
-    ``states``, the network and voice observations it saw go to :func:`_states_file` for the
-    report (without a report they are not looked for: one JSON parse per observation less); with
-    ``positions``, each output file ``F`` gets its ``F.pos``, the position of every line
-    (:mod:`guardian.replay_jobs`)."""
-    recorded = RecordedDecisions.from_records(share.decisions)
-    share.decisions = []
+    ``states``, the network and voice states the pipeline admitted go to :func:`_states_file` for
+    the report (without a report they are not looked for); with ``positions``, each output file
+    ``F`` gets its ``F.pos``, the position of every line (:mod:`guardian.replay_jobs`)."""
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
         with blocking_model_decider(settings) as model:
             return _run_job(share, tmp, out_dir, settings, mode, model, states, positions, progress)
+    # on disk, read back by trigger (closed at the end; on an error, with the temporary folder)
+    recorded = RecordedDecisions(share.recorded or ":memory:")
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
     names = [f"{k}.jsonl" for k in OUT_KINDS] + ([f"{k}.jsonl.pos" for k in OUT_KINDS] if positions else [])
@@ -766,12 +792,14 @@ def _run_job(
     finally:
         for h in handles.values():
             h.close()
-    divergences = all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl"))
-    counts.divergences = len(divergences)
-    if divergences:
-        with (out_dir / "divergences.jsonl").open("wb") as fh:
-            for d in divergences:
-                fh.write(orjson.dumps(d) + b"\n")
+    path = out_dir / "divergences.jsonl"
+    with path.open("wb") as fh:  # streamed: the divergences are never held
+        for d in _all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl")):
+            fh.write(orjson.dumps(d) + b"\n")
+            counts.divergences += 1
+    recorded.close()
+    if not counts.divergences:
+        path.unlink()
     return _JobResult(counts, engine.records, engine.first_ts, engine.last_ts)
 
 

@@ -9,13 +9,14 @@ what ``--jobs 1`` writes.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-import orjson
+from guardian.recorded import divergence_order
 
 
 def available_cpus() -> int:
@@ -59,13 +60,17 @@ def merge_outputs(job_dirs: list[Path], name: str, target: IO[bytes]) -> None:
 
 
 def merge_divergences(job_dirs: list[Path], target: Path) -> None:
-    """The jobs' divergences, grouped by device as one job writes them (a stable sort: each
-    device's in the order its job met them); no file when there are none."""
-    entries: list[bytes] = []
-    for d in job_dirs:
-        part = d / "divergences.jsonl"
-        if part.exists():
-            entries += part.read_bytes().splitlines(keepends=True)
-    if entries:
-        entries.sort(key=lambda line: str(orjson.loads(line).get("device_id")))
-        target.write_bytes(b"".join(entries))
+    """The jobs' divergences, grouped as one job writes them (:func:`guardian.recorded.divergence_order`:
+    by device, each device's in the order its one job met them; unreadable records last, by where
+    they are), merged as they stream by; no file when there are none."""
+    sources: list[Iterator[bytes]] = []
+    with contextlib.ExitStack() as stack:
+        for d in job_dirs:
+            part = d / "divergences.jsonl"
+            if part.exists():
+                sources.append(iter(stack.enter_context(part.open("rb"))))
+        if not sources:
+            return
+        with target.open("wb") as out:
+            for line in heapq.merge(*sources, key=divergence_order):
+                out.write(line)

@@ -322,6 +322,25 @@ def test_jobs_two_give_the_same_outputs_as_one_byte_for_byte(tmp_path: Path) -> 
     assert split == {0, 1}
 
 
+def test_jobs_two_write_every_divergence_in_the_order_of_one(tmp_path: Path) -> None:
+    # unreadable recorded decisions (no device known) routed to both jobs, the later offsets in the
+    # job whose file comes first, and a device's divergences of several kinds
+    records = with_recorded_decisions(fleet())
+    for offset, device in ((9_003, "airbot-0005"), (9_001, "airbot-0000"), (9_002, "airbot-0004")):
+        records.append(InputRecord("decisions", "guardian.decisions", 1, offset, 1, device.encode(), b"[]"))
+    source = write(tmp_path / "in.jsonl", records)
+    for jobs in (1, 2):
+        replay_files([str(source)], tmp_path / f"j{jobs}", settings=SETTINGS, jobs=jobs, report=False)
+    one, two = ((tmp_path / f"j{n}" / "divergences.jsonl").read_bytes() for n in (1, 2))
+    assert one == two
+    entries = [orjson.loads(x) for x in one.splitlines()]
+    devices = [d["device_id"] for d in entries]
+    named = [d for d in devices if d is not None]
+    assert named == sorted(named) and devices[len(named) :] == [None] * 3  # by device, unreadable last
+    assert [d["offset"] for d in entries[len(named) :]] == [9_001, 9_002, 9_003]
+    assert {d["kind"] for d in entries} >= {"different", "unreadable_recorded_decision"}
+
+
 def test_stdin_and_gzip_inputs_give_the_same_outputs(tmp_path: Path) -> None:
     records = fleet()
     source = write(tmp_path / "in.jsonl", records)
