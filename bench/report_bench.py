@@ -31,7 +31,8 @@ from bench.workload import Rec, device_ids, measured_records, setup_end, setup_r
 from config.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
-from report.html import DeviceStateChange, device_state_change, render_report_from_dir
+from report.bands import AdmittedStates, DeviceStateChange
+from report.html import render_report_from_dir
 from supervisor import rules
 from topics.envelope import Out
 from topics.names import TopicNames
@@ -73,6 +74,7 @@ def generate(out_dir: Path, *, records: int, devices: int) -> tuple[int, list[De
     by_kind: Counter[str] = Counter()
     by_backend: Counter[str] = Counter()
     states: list[DeviceStateChange] = []
+    admitted = AdmittedStates()
 
     def write(outs: list[Out]) -> None:
         for o in outs:
@@ -97,8 +99,6 @@ def generate(out_dir: Path, *, records: int, devices: int) -> tuple[int, list[De
         for offset, rec in enumerate(_inputs(names, records, devices)):
             suffix = names.suffix_of(rec.topic)
             assert suffix is not None
-            if suffix == "observations" and (change := device_state_change(rec.ts, rec.value)) is not None:
-                states.append(change)
             done = processor.process(
                 store,
                 suffix,
@@ -110,6 +110,8 @@ def generate(out_dir: Path, *, records: int, devices: int) -> tuple[int, list[De
                 received_at_ms=rec.ts,
             )
             write(done.outs)
+            if suffix == "observations" and done.device_id is not None:
+                states.extend(admitted.after(done.device_id, store.devices[done.device_id].snapshot))
             n += 1
         for device_id in sorted(store.devices):
             write(processor.confirm_quiet(store, device_id, None).outs)

@@ -1,34 +1,34 @@
 """``guardian replay FILE... --out DIR`` (docs/CONTRACTS.md §12): the live pipeline's logic, offline.
 
 Reads ``kcat -C -J`` lines (files, ``-`` for stdin, gzip-compressed or not), orders the input records
-by Kafka timestamp (ties: plans, device-context, task-events, observations, then partition and
-offset), runs them through the very same :class:`pipeline.runner.Processor` the worker runs,
-confirms still-pending debounce changes at the end, and writes the outputs, ``summary.json`` and
-``report.html``.
+as the live worker processes them (docs/CONTRACTS.md §2 rule 11, ``pipeline.order``: each device's
+records of a topic in offset order, by order time across topics), runs them through the very same
+:class:`pipeline.runner.Processor` the worker runs, confirms still-pending debounce changes at the
+end, and writes the outputs, ``summary.json`` and ``report.html``.
 
 At scale it streams, in bounded memory:
 
 1. *Spool*: every line is read and checked once; input records are cut into chunks (about
-   ``CHUNK_BYTES`` of payload each), each chunk sorted in memory and, when the input does not fit in
-   one chunk, written to a temporary *run* file. Exports are in offset order per partition, not in
-   timestamp order across partitions, so no file is assumed to be sorted.
-2. *Merge*: the runs are merged batch by batch (:func:`merge_batches`, at most ``MAX_FAN_IN``
-   open at once); a record seen twice (same topic, partition and offset: overlapping exports)
-   sorts next to its copy and is read once, so dedup needs no memory. (Two records at the same
-   coordinates with different timestamps, keys or payloads are not copies of one Kafka record:
-   both are judged.)
+   ``CHUNK_BYTES`` of payload each), each chunk sorted in memory by where its records are in Kafka
+   (each device's records of a topic together, in offset order) and, when the input does not fit in
+   one chunk, written to a temporary *run* file. No file is assumed to be sorted.
+2. *Order*: the runs are merged batch by batch (``guardian.runs``, at most ``MAX_FAN_IN`` open at
+   once), each record given its order time, and sorted again by it the same way; a record seen
+   twice (same topic, partition and offset: overlapping exports) sorts next to its copy and is read
+   once, so dedup needs no memory. (Two records at the same coordinates with different timestamps,
+   keys or payloads are not copies of one Kafka record: both are judged.)
 3. *Process*: records go through the processor one by one; outputs are written to their files as
    they come and counted for the summary; the dedup memory forgets keys older than the dedup window
    (as the live worker's sweep does), so memory holds per-device state, not the input.
 
 ``--jobs N`` splits the devices (a stable hash of the record key, the device ID) over N processes,
-each with its own runs and outputs, concatenated at the end. Plans of other jobs' devices still
+each with its own runs and outputs, merged at the end into ``--jobs 1``'s order
+(:mod:`guardian.replay_jobs`). Plans of other jobs' devices still
 update each job's experience→device index, so cross-device checks see what a single job sees.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import functools
 import gc
@@ -51,29 +51,26 @@ from typing import IO, Any, cast
 import orjson
 
 from config.settings import Settings
-from guardian.replay_decisions import (
-    RecordedDecider,
-    RecordedDecisions,
-    all_divergences,
-    decision_device,
-    is_recorded_decision,
-)
+from guardian import runs
+from guardian.recorded import RecordedDecider, RecordedDecisions, decision_device
 from guardian.replay_jobs import end_position, merge_divergences, merge_outputs, row_position
 from guardian.replay_out import OUTPUT_FILES, OutputError, clear_outputs, input_conflict, staged_outputs
 from guardian.replay_progress import Progress
 from guardian.replay_provenance import describe, made_at, made_from
+from guardian.runs import RECORD_OVERHEAD, Row, StreamRow
 from pipeline.core import Pipeline
+from pipeline.order import RANK, in_order
 from pipeline.runner import Processor, ReplayStore
 from pipeline.step import Decider
-from report.html import DeviceStateChange, device_state_change
+from report.bands import AdmittedStates, DeviceStateChange
 from supervisor import rules
 from topics.envelope import Out
 from topics.gate import Admitted
-from topics.names import CONTRACT_SUFFIXES, INPUT_SUFFIXES, TopicNames
+from topics.names import CONTRACT_SUFFIXES, TopicNames
 from topics.records import ExperiencePlan
 from topics.registry import load_registry
 
-_TIE_ORDER = {suffix: i for i, suffix in enumerate(INPUT_SUFFIXES)}
+_TIE_ORDER = RANK
 _OBSERVATIONS_TIE = _TIE_ORDER["observations"]
 #: §12: ``ts`` is a non-negative integer below 2^53
 MAX_TS = 2**53
@@ -81,13 +78,8 @@ MAX_TS = 2**53
 OUT_KINDS = ("decisions", "dispatch", "timeline", "deadletter")
 #: payload bytes (plus a per-record allowance) per sorted chunk of the spool
 CHUNK_BYTES = 48 * 1024 * 1024
-_RECORD_OVERHEAD = 400
 #: run files merged at once; more are merged into bigger runs first
 MAX_FAN_IN = 128
-#: records per pickled batch in a run file
-_RUN_BATCH = 256
-#: rows per slice of the in-memory chunk handed to the merge
-_CHUNK_SLICE = 4096
 #: how often (records) the dedup memory forgets keys older than the window
 _SWEEP_EVERY = 4096
 _MAX_TOPICS_LISTED = 10
@@ -106,12 +98,6 @@ class InputRecord:
     ts: int
     key: bytes | None
     value: bytes | None
-
-
-#: (ts, tie, partition, offset, seq, suffix, topic, key, value, own): the sort key comes first and
-#: ``seq`` (input order) is unique, so rows compare without reaching the payload; ``own`` is False
-#: for another job's plan, kept only for the experience→device index.
-Row = tuple[int, int, int, int, int, str, str, bytes | None, bytes | None, bool]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -293,16 +279,19 @@ class ReplayEngine:
         self.processor = Processor(registry, Pipeline(registry, language=settings.language), decider)
         self.store = ReplayStore()
         self.emit = emit
-        #: receives the network and voice observations of the input (the report's bands)
+        #: receives the network and voice states the pipeline admitted (the report's bands)
         self.on_state = on_state
+        self._states = AdmittedStates()
         self.records = 0
         #: (experience_id, device_id) claims by other jobs' plans already in the index
         self._foreign_claims: set[tuple[str, str]] = set()
         #: the row being processed, then the device whose changes :meth:`finish` confirms
         self.row: Row | None = None
         self.ending: str | None = None
-        #: Kafka timestamp of the first record processed
+        #: the earliest and latest Kafka timestamps of the records processed (the order of §2 rule
+        #: 11 goes by order time: its first and last records need not be the earliest and latest)
         self.first_ts: int | None = None
+        self.last_ts: int | None = None
 
     def feed(self, rows: Iterable[Row]) -> None:
         """Process rows in order. A row equal to the one before it in coordinates and content is a
@@ -311,14 +300,17 @@ class ReplayEngine:
         store = self.store
         emit = self.emit
         on_state = self.on_state
+        states_after = self._states.after
+        devices = store.devices
         window = self.processor.pipeline.dedup_window_ms
         n = self.records
+        first_ts, last_ts = self.first_ts, self.last_ts
         # the previous row's coordinates and content (a copy of it is skipped)
         l_ts = l_tie = l_part = l_off = -1
         l_key: bytes | None = None
         l_value: bytes | None = None
         for row in rows:
-            ts, tie, partition, offset, _, suffix, topic, key, value, own = row
+            order_ts, tie, partition, offset, _, suffix, topic, key, value, own, ts = row
             if (
                 offset == l_off
                 and ts == l_ts
@@ -334,17 +326,21 @@ class ReplayEngine:
                 continue
             n += 1
             self.row = row
-            if n == 1:
-                self.first_ts = ts
-            if on_state is not None and tie == _OBSERVATIONS_TIE:
-                change = device_state_change(ts, value)
-                if change is not None:
-                    on_state(change)
+            if first_ts is None or ts < first_ts:
+                first_ts = ts
+            if last_ts is None or ts > last_ts:
+                last_ts = ts
             if n % _SWEEP_EVERY == 0:
-                store.forget_seen_before(ts - window)
-            for o in process(store, suffix, key, value, topic, partition, offset, ts).outs:  # positional
+                store.forget_seen_before(order_ts - window)
+            done = process(store, suffix, key, value, topic, partition, offset, ts)  # positional
+            for o in done.outs:
                 emit(o)
+            if on_state is not None and tie == _OBSERVATIONS_TIE and done.device_id is not None:
+                # the bands follow the snapshot: only what the gate, dedup and key check admitted
+                for change in states_after(done.device_id, devices[done.device_id].snapshot):
+                    on_state(change)
         self.records = n
+        self.first_ts, self.last_ts = first_ts, last_ts
 
     def _foreign_plan(self, row: Row) -> None:
         """Another job's plan: only its claim on the experience ID (the cross-device index)."""
@@ -355,7 +351,7 @@ class ReplayEngine:
             source_topic=row[6],
             partition=row[2],
             offset=row[3],
-            received_at_ms=row[0],
+            received_at_ms=row[10],
         )
         if isinstance(verdict, Admitted) and isinstance(verdict.record, ExperiencePlan):
             claim = (verdict.record.experience_id, verdict.record.device_id)
@@ -365,18 +361,13 @@ class ReplayEngine:
                 if self.store.owner_of(claim[0]) is None and self.store.claim(*claim, row[0]):
                     self.store.put_owner(*claim)
 
-    @property
-    def last_ts(self) -> int | None:
-        """Kafka timestamp of the last record processed."""
-        return None if self.row is None else self.row[0]
-
     def position(self) -> bytes:
         """Where the output being emitted stands in the replay's order (:mod:`guardian.replay_jobs`)."""
         if self.ending is not None:
             return end_position(self.ending)
         row = self.row
         assert row is not None, "an output before any record"
-        return row_position(row[0], row[1], row[2], row[3], row[4])
+        return row_position(row[0], row[1], row[2], row[3], row[4])  # (order time, tie, …, seq)
 
     def finish(self) -> None:
         """End of input: confirm every device's still-pending debounce changes."""
@@ -416,8 +407,24 @@ def _decider_for(
     return rules.decide, None
 
 
-def _row(r: InputRecord, seq: int, own: bool = True) -> Row:
-    return (r.ts, _TIE_ORDER[r.suffix], r.partition, r.offset, seq, r.suffix, r.topic, r.key, r.value, own)
+def _all_divergences(
+    recorded: RecordedDecisions,
+    recorded_decider: RecordedDecider | None,
+    produced: Iterable[dict[str, Any]],
+) -> Iterator[dict[str, Any]]:
+    """Every divergence of a replay (none unless recorded decisions were reused), by device."""
+    if recorded_decider is None:
+        return iter(())
+    return recorded.divergences(produced)
+
+
+def _rows(records: Iterable[InputRecord]) -> list[Row]:
+    """Input records (decisions aside) as rows, in the order of §2 rule 11."""
+    ours = (r for r in records if r.suffix in _TIE_ORDER)
+    return [
+        (t, _TIE_ORDER[r.suffix], r.partition, r.offset, seq, r.suffix, r.topic, r.key, r.value, True, r.ts)
+        for seq, (t, r) in enumerate(in_order(ours))
+    ]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -428,7 +435,7 @@ class ReplayResult:
     outs: dict[str, list[dict[str, Any]]]
     summary: dict[str, Any]
     divergences: list[dict[str, Any]]
-    #: network and voice observations of the input (they write no timeline entry): the report's bands
+    #: network and voice states the pipeline admitted (they write no timeline entry): the report's bands
     device_states: list[DeviceStateChange] = field(default_factory=list)
 
 
@@ -440,9 +447,12 @@ def replay_records(
     model_decider: Decider | None = None,
 ) -> ReplayResult:
     """Run input records through the live pipeline's logic, in memory; pure apart from the registry load."""
-    recorded = RecordedDecisions.from_records(records)
+    recorded = RecordedDecisions()
+    for r in records:
+        if r.suffix == "decisions":
+            recorded.add_value(r.value, r.topic, r.partition, r.offset)
     if mode is None:
-        mode = "recorded" if recorded.by_trigger else "rules"
+        mode = "recorded" if recorded.readable() else "rules"
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     outs: dict[str, list[dict[str, Any]]] = {k: [] for k in OUT_KINDS}
     counts = SummaryCounts()
@@ -453,11 +463,12 @@ def replay_records(
 
     device_states: list[DeviceStateChange] = []
     engine = ReplayEngine(settings, decider, collect, device_states.append)
-    rows = sorted(_row(r, i) for i, r in enumerate(records) if r.suffix in _TIE_ORDER)
+    rows = _rows(records)
     with _fewer_collections():
         engine.feed(rows)
         engine.finish()
-    divergences = all_divergences(recorded, recorded_decider, outs["decisions"])
+    divergences = list(_all_divergences(recorded, recorded_decider, outs["decisions"]))
+    recorded.close()
     counts.divergences = len(divergences)
     return ReplayResult(
         outs=outs, summary=counts.summary(mode), divergences=divergences, device_states=device_states
@@ -483,7 +494,7 @@ def write_report(
     out_dir: Path, device_states: Iterable[DeviceStateChange] = (), *, made_from: str = ""
 ) -> Path | None:
     """The incident report next to the outputs (report.html); ``device_states``: the network and
-    voice observations of the input, drawn as bands; ``made_from``: what the outputs were made from."""
+    voice states the pipeline admitted, drawn as bands; ``made_from``: what the outputs were made from."""
     from report.html import render_report_from_dir
 
     return render_report_from_dir(out_dir, device_states=device_states, made_from=made_from)
@@ -537,101 +548,19 @@ def job_of(key: bytes | None, jobs: int) -> int:
     return zlib.crc32(key) % jobs
 
 
-def _slices(rows: list[Row], size: int = _RUN_BATCH) -> Iterator[list[Row]]:
-    """``rows`` in consecutive slices of ``size``."""
-    for i in range(0, len(rows), size):
-        yield rows[i : i + size]
-
-
-def _write_run(batches: Iterable[list[Row]], path: Path) -> Path:
-    """Sorted ``batches`` into a run file, a pickled list of at most ``_RUN_BATCH`` rows at a time."""
-    with path.open("wb") as fh:
-        for batch in batches:
-            for part in _slices(batch) if len(batch) > _RUN_BATCH else (batch,):
-                if part:
-                    pickle.dump(part, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    return path
-
-
-def _read_run(path: Path) -> Iterator[list[Row]]:
-    """A run file's batches, in order."""
-    with path.open("rb", buffering=256 * 1024) as fh:
-        while True:
-            try:
-                batch: list[Row] = pickle.load(fh)
-            except EOFError:
-                return
-            yield batch
-
-
-def merge_batches(sources: list[Iterator[list[Row]]]) -> Iterator[list[Row]]:
-    """Merge sources, each sorted batches of unique rows, into sorted batches.
-
-    Each step takes from every source the rows up to the smallest of the last rows of their current
-    batches (no row still to come from any source is smaller), sorts them together (the sort merges
-    the sorted pieces it is given) and yields them: the comparisons run in C, batch by batch, not a
-    Python step per row as ``heapq.merge`` takes. The source whose batch ends at that bound is
-    emptied, so every step moves on by at least one batch."""
-    heads: list[list[Any]] = []  # [batch, next index, the source]
-    for source in sources:
-        first = next((b for b in source if b), None)
-        if first is not None:
-            heads.append([first, 0, source])
-    while len(heads) > 1:
-        bound = min(h[0][-1] for h in heads)
-        out: list[Row] = []
-        for h in heads:
-            batch, i = h[0], h[1]
-            j = bisect.bisect_right(batch, bound, i)
-            if j > i:
-                out.extend(batch[i:j] if i or j < len(batch) else batch)
-                h[1] = j
-        out.sort()
-        yield out
-        kept: list[list[Any]] = []
-        for h in heads:
-            if h[1] < len(h[0]):
-                kept.append(h)
-                continue
-            refill = next((b for b in h[2] if b), None)
-            if refill is not None:
-                kept.append([refill, 0, h[2]])
-        heads = kept
-    if heads:
-        batch, i, source = heads[0]
-        yield batch[i:] if i else batch
-        yield from (b for b in source if b)
-
-
 @dataclass
-class _JobInput:
-    """One job's share of the input: sorted runs on disk and/or one sorted chunk in memory."""
+class _JobInput(runs.Runs):
+    """One job's share of the input (:data:`guardian.runs.StreamRow`): sorted runs on disk and/or
+    one sorted chunk in memory, and the recorded decisions."""
 
-    runs: list[Path] = field(default_factory=list)
-    chunk: list[Row] = field(default_factory=list)
-    chunk_bytes: int = 0
-    decisions: list[InputRecord] = field(default_factory=list)
+    #: the share's recorded decisions (guardian.recorded), when the input has any
+    recorded: Path | None = None
     #: rows spilled to the runs
     rows_total: int = 0
 
-    def batches(self, tmp: Path) -> Iterator[list[Row]]:
-        """Every row in order, in sorted batches (runs merged, at most MAX_FAN_IN files open at
-        once)."""
-        self.chunk.sort()
-        runs = list(self.runs)
-        n = 0
-        while len(runs) + (1 if self.chunk else 0) > MAX_FAN_IN:
-            group, runs = runs[:MAX_FAN_IN], runs[MAX_FAN_IN:]
-            n += 1
-            runs.append(
-                _write_run(merge_batches([_read_run(p) for p in group]), tmp / f"merged-{n}-{id(self)}")
-            )
-            for p in group:
-                p.unlink()
-        sources: list[Iterator[list[Row]]] = [_read_run(p) for p in runs]
-        if self.chunk:
-            sources.append(_slices(self.chunk, _CHUNK_SLICE))
-        return merge_batches(sources)
+    def ordered(self, tmp: Path) -> Iterator[list[Row]]:
+        """Every row in the order of §2 rule 11, in sorted batches (its runs are used up)."""
+        return runs.in_order(self, tmp, MAX_FAN_IN)
 
 
 class _Spool:
@@ -643,12 +572,13 @@ class _Spool:
         self.names = names
         self.progress = progress
         self.tmp = tmp
-        self.jobs = [_JobInput() for _ in range(jobs)]
+        self.jobs = [_JobInput(limit=chunk_bytes) for _ in range(jobs)]
         self.chunk_bytes = chunk_bytes
         self.seq = 0
         self.records = 0
         self.has_decisions = False
         self._runs = 0
+        self._recorded: dict[int, RecordedDecisions] = {}
 
     def add_file(self, name: str) -> None:
         jobs = len(self.jobs)
@@ -663,13 +593,13 @@ class _Spool:
             tie = tie_of(suffix)
             if tie is None:
                 if suffix == "decisions":
-                    rec = InputRecord(suffix, topic, partition, offset, ts, key, value)
-                    self.jobs[job_of(decision_device(key, value), jobs)].decisions.append(rec)
-                    self.has_decisions = self.has_decisions or is_recorded_decision(value)
+                    device, read = decision_device(key, value)
+                    self._recorded_of(job_of(device, jobs)).add(read, topic, partition, offset)
+                    self.has_decisions = self.has_decisions or isinstance(read, dict)
                 continue
             seq += 1
-            row = (ts, tie, partition, offset, seq, suffix, topic, key, value, True)
-            size = _RECORD_OVERHEAD + (len(value) if value is not None else 0)
+            row = (partition, key or b"", tie, offset, seq, ts, suffix, topic, key, value, True)
+            size = RECORD_OVERHEAD + (len(value) if value is not None else 0)
             if single is not None:  # one job: the common case, inlined
                 single.chunk.append(row)
                 single.chunk_bytes += size
@@ -679,14 +609,26 @@ class _Spool:
             j = job_of(key, jobs)
             self._add(j, row, size)
             if tie == 0:  # a plan: every other job keeps its claim on the experience ID
-                foreign = (ts, tie, partition, offset, seq, suffix, topic, key, value, False)
+                foreign = (partition, key or b"", tie, offset, seq, ts, suffix, topic, key, value, False)
                 for other in range(jobs):
                     if other != j:
                         self._add(other, foreign, size)
         self.records += seq - self.seq
         self.seq = seq
+        for recorded in self._recorded.values():
+            recorded.close()
+        self._recorded.clear()
 
-    def _add(self, j: int, row: Row, size: int) -> None:
+    def _recorded_of(self, j: int) -> RecordedDecisions:
+        """Job ``j``'s recorded decisions, on disk (open while a file is read)."""
+        recorded = self._recorded.get(j)
+        if recorded is None:
+            share = self.jobs[j]
+            share.recorded = share.recorded or self.tmp / f"recorded-{j}.sqlite"
+            recorded = self._recorded[j] = RecordedDecisions(share.recorded)
+        return recorded
+
+    def _add(self, j: int, row: StreamRow, size: int) -> None:
         share = self.jobs[j]
         share.chunk.append(row)
         share.chunk_bytes += size
@@ -696,12 +638,9 @@ class _Spool:
     def _spill(self, j: int) -> None:
         """Sort job ``j``'s chunk into a run file."""
         share = self.jobs[j]
-        share.chunk.sort()
         share.rows_total += len(share.chunk)
         self._runs += 1
-        share.runs.append(_write_run((share.chunk,), self.tmp / f"run-{j}-{self._runs}"))
-        share.chunk = []
-        share.chunk_bytes = 0
+        share.spill(self.tmp / f"run-{j}-{self._runs}")
 
 
 @dataclass
@@ -725,17 +664,16 @@ def _run_job(
     progress: Progress | None = None,
 ) -> _JobResult:
     """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
-    ``states``, the network and voice observations it saw go to :func:`_states_file` for the
-    report (without a report they are not looked for: one JSON parse per observation less); with
-    ``positions``, each output file ``F`` gets its ``F.pos``, the position of every line
-    (:mod:`guardian.replay_jobs`)."""
-    recorded = RecordedDecisions.from_records(share.decisions)
-    share.decisions = []
+    ``states``, the network and voice states the pipeline admitted go to :func:`_states_file` for
+    the report (without a report they are not looked for); with ``positions``, each output file
+    ``F`` gets its ``F.pos``, the position of every line (:mod:`guardian.replay_jobs`)."""
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
         with blocking_model_decider(settings) as model:
             return _run_job(share, tmp, out_dir, settings, mode, model, states, positions, progress)
+    # on disk, read back by trigger (closed at the end; on an error, with the temporary folder)
+    recorded = RecordedDecisions(share.recorded or ":memory:")
     decider, recorded_decider = _decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
     names = [f"{k}.jsonl" for k in OUT_KINDS] + ([f"{k}.jsonl.pos" for k in OUT_KINDS] if positions else [])
@@ -756,10 +694,11 @@ def _run_job(
         add_state, close_states = _write_states(_states_file(tmp, out_dir))
         try:
             engine = ReplayEngine(settings, decider, emit, add_state if states else None)
-            batches = share.batches(tmp)
-            if progress is not None:
-                batches = progress.counted(batches, progress_total(share))
+            total = progress_total(share)
             with _fewer_collections():
+                batches = share.ordered(tmp)
+                if progress is not None:
+                    batches = progress.counted(batches, total)
                 engine.feed(itertools.chain.from_iterable(batches))
                 engine.finish()
         finally:
@@ -767,12 +706,14 @@ def _run_job(
     finally:
         for h in handles.values():
             h.close()
-    divergences = all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl"))
-    counts.divergences = len(divergences)
-    if divergences:
-        with (out_dir / "divergences.jsonl").open("wb") as fh:
-            for d in divergences:
-                fh.write(orjson.dumps(d) + b"\n")
+    path = out_dir / "divergences.jsonl"
+    with path.open("wb") as fh:  # streamed: the divergences are never held
+        for d in _all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl")):
+            fh.write(orjson.dumps(d) + b"\n")
+            counts.divergences += 1
+    recorded.close()
+    if not counts.divergences:
+        path.unlink()
     return _JobResult(counts, engine.records, engine.first_ts, engine.last_ts)
 
 
@@ -890,7 +831,7 @@ def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str, states: b
         share_file = tmp / f"share-{j}"
         with share_file.open("wb") as fh:
             pickle.dump(share, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        spool.jobs[j] = _JobInput()
+        spool.jobs[j] = _JobInput(limit=spool.chunk_bytes)
         tasks.append((share_file, tmp, job_dir, settings, mode, states))
     ctx = multiprocessing.get_context("spawn")
     progress = spool.progress

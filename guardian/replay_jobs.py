@@ -1,21 +1,25 @@
 """``guardian replay --jobs N``: how many processes, and the jobs' outputs put back in one order.
 
-One job replays its devices in the order of the whole replay (Kafka timestamp, then the tie
-order, partition, offset and input order), then confirms its devices' pending changes in
-device-ID order. Each output line a job writes is paired with the *position* of what caused it,
-a text that sorts as that order does; merging the jobs' files by position gives, line for line,
-what ``--jobs 1`` writes.
+One job replays its devices in the order of the whole replay (docs/CONTRACTS.md §2 rule 11: order
+time, then the topic's rank, partition, offset and input order: the first five fields of a
+:data:`guardian.runs.Row`), then confirms its devices' pending changes in device-ID order. A
+record's order time depends only on its device's records of its topic, which are all in the job
+that replays the device (plans, which every job reads, too), so it is the same with any ``--jobs``.
+Each output line a job writes is paired with the *position* of what caused it, a text that sorts
+as that order does; merging the jobs' files by position gives, line for line, what ``--jobs 1``
+writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-import orjson
+from guardian.recorded import divergence_order
 
 
 def available_cpus() -> int:
@@ -34,9 +38,9 @@ def bounded_jobs(requested: int, cpus: int) -> tuple[int, str | None]:
     return cpus, f"--jobs {requested} is more than the {cpus} CPU(s) available: replaying with --jobs {cpus}"
 
 
-def row_position(ts: int, tie: int, partition: int, offset: int, seq: int) -> bytes:
+def row_position(order_ts: int, tie: int, partition: int, offset: int, seq: int) -> bytes:
     """The position of an input row's outputs (fixed width hex: sorts as the row order)."""
-    return b"0%016x%02x%016x%016x%016x\n" % (ts, tie, partition, offset, seq)
+    return b"0%016x%02x%016x%016x%016x\n" % (order_ts, tie, partition, offset, seq)
 
 
 def end_position(device_id: str) -> bytes:
@@ -59,13 +63,17 @@ def merge_outputs(job_dirs: list[Path], name: str, target: IO[bytes]) -> None:
 
 
 def merge_divergences(job_dirs: list[Path], target: Path) -> None:
-    """The jobs' divergences, grouped by device as one job writes them (a stable sort: each
-    device's in the order its job met them); no file when there are none."""
-    entries: list[bytes] = []
-    for d in job_dirs:
-        part = d / "divergences.jsonl"
-        if part.exists():
-            entries += part.read_bytes().splitlines(keepends=True)
-    if entries:
-        entries.sort(key=lambda line: str(orjson.loads(line).get("device_id")))
-        target.write_bytes(b"".join(entries))
+    """The jobs' divergences, grouped as one job writes them (:func:`guardian.recorded.divergence_order`:
+    by device, each device's in the order its one job met them; unreadable records last, by where
+    they are), merged as they stream by; no file when there are none."""
+    sources: list[Iterator[bytes]] = []
+    with contextlib.ExitStack() as stack:
+        for d in job_dirs:
+            part = d / "divergences.jsonl"
+            if part.exists():
+                sources.append(iter(stack.enter_context(part.open("rb"))))
+        if not sources:
+            return
+        with target.open("wb") as out:
+            for line in heapq.merge(*sources, key=divergence_order):
+                out.write(line)

@@ -7,8 +7,9 @@ string escaped. `render_report_from_dir` does the same from a replay/demo output
 (reading `divergences.jsonl` and the mode in `summary.json` too) and writes `report.html` there.
 
 Network and voice observations write no timeline entry, so the output files cannot show an outage
-or a voice session: replay hands the report those input records (:func:`device_state_change`,
-``device_states``) and the report draws them as bands.
+or a voice session: replay hands the report the states the pipeline admitted into the device
+snapshot (``device_states``, :mod:`report.bands`) and the report draws them as bands, merged and
+bounded per lane.
 
 The page is deterministic (same records, same bytes: no wall clock) and bounded: per-lane entry
 tables and charts are capped by a page-wide budget, and past ``OPEN_LANES_MAX`` lanes every lane
@@ -20,7 +21,7 @@ large replays: docs/PERFORMANCE.md).
 
 The writer does not hold the records: it scans each output kind once, keeping per lane its
 aggregates and an 8-byte handle per record (an offset in the JSONL file), then loads, draws and
-lets go of one lane's records at a time (:class:`_Records`, :func:`_drawn`).
+lets go of one lane's records at a time (the lane model: :mod:`report.lanes`).
 """
 
 from __future__ import annotations
@@ -29,25 +30,36 @@ import base64
 import bisect
 import json
 import zlib
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+from report.bands import (
+    BAND_BUDGET,
+    BANDS_LANE_MAX,
+    BANDS_LANE_MIN,
+    RESTING,
+    DeviceStateChange,
+    StateInterval,
+    band_class,
+    band_what,
+    lane_bands,
+)
+from report.lanes import DETAIL_ROWS_MAX, NO_EXPERIENCE, SEVERE_STATUSES, Lane, Totals, build_lanes, drawn
+from report.lanes import rec_int as _int
+from report.lanes import rec_str as _str
+from report.safe import shown_id, shown_value
+from report.sources import FileRecords, ListRecords, Record, Sources, loads
 from topics import records
-
-Record = Mapping[str, Any]
 
 STAGES: Final[tuple[str, ...]] = ("goal", "observe", "decide", "act", "evidence", "end", "drop")
 # ``blocked`` (preconditions not met) is listed even where the enum predates it
 STATUSES: Final[tuple[str, ...]] = tuple(dict.fromkeys((*records.END_STATUSES, "blocked", "active")))
 #: Lane severity, most severe first: these statuses, then diverged lanes, then lanes with dead letters.
-SEVERE_STATUSES: Final[tuple[str, ...]] = ("aborted", "failed", "blocked")
 SEVERITY_LABELS: Final[tuple[str, ...]] = (*SEVERE_STATUSES, "diverged", "dead letters", "other")
 # the contract's own enums (topics.records), in the order the overview lists them
 DROP_REASONS: Final[tuple[str, ...]] = records.DROP_REASONS
@@ -66,14 +78,11 @@ SVG_MARKS_MAX: Final = 600
 STRIP_MARK_BUDGET: Final = 20_000
 STRIP_MARKS_MIN: Final = 10
 STRIP_MARKS_MAX: Final = 200
-DETAIL_ROWS_MAX: Final = 50
 OPEN_LANES_MAX: Final = 40
 #: Collapsed lanes carry their body and shared-axis strip as compressed data that the page renders
 #: when a lane is opened (or, for the strip, scrolled into view): lanes are packed into chunks of
 #: about this many bytes of HTML, each deflated and base64-encoded.
 LANE_CHUNK_BYTES: Final = 256 * 1024
-
-NO_EXPERIENCE: Final = "none"
 
 # SVG geometry (user units; the chart scales to the page width).
 _W: Final = 1200.0
@@ -90,18 +99,6 @@ _AXIS: Final = 22.0
 def _e(value: object) -> str:
     """Escape any record value for HTML text or a quoted attribute."""
     return escape("" if value is None else str(value), quote=True)
-
-
-def _str(rec: Record, key: str) -> str:
-    value = rec.get(key)
-    return "" if value is None else str(value)
-
-
-def _int(rec: Record, key: str) -> int | None:
-    value = rec.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
 
 
 def _known(value: str, known: Iterable[str]) -> str:
@@ -164,469 +161,6 @@ def _water_fill(sizes: Sequence[int], budget: int, lo: int, hi: int) -> int:
     return best
 
 
-# --------------------------------------------------------------------------- network and voice state
-
-#: The unscoped observations that only update the device snapshot (they write no timeline entry):
-#: the report draws them as bands. contract -> band kind.
-STATE_CONTRACTS: Final[dict[str, str]] = {
-    "network.aws_iot_session_changed": "network",
-    "voice_llm.pipeline_state_changed": "voice",
-}
-_STATE_MARKERS: Final = tuple(c.encode() for c in STATE_CONTRACTS)
-#: The resting state of each kind: a band is drawn while the state is anything else.
-_RESTING: Final[dict[str, str]] = {"network": "connected", "voice": "idle"}
-_NETWORK_STATES: Final = ("connected", "disconnected", "reconnecting")
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceStateChange:
-    """A network or voice observation as it reached the pipeline (its receive time and reported state)."""
-
-    device_id: str
-    kind: str  # "network" or "voice"
-    at_ms: int
-    event_id: str
-    state: str  # network: connected / disconnected / reconnecting; voice: active / idle
-
-
-def device_state_change(received_at_ms: int, value: bytes | None) -> DeviceStateChange | None:
-    """The network or voice state an observation record reports, or None for any other record.
-
-    Cheap for other records (a substring test before parsing), so a replay can offer every
-    observation it reads. A record the gate dead-letters is left out later, by its event ID.
-    """
-    if value is None or not any(m in value for m in _STATE_MARKERS):
-        return None
-    try:
-        obj = json.loads(value)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(obj, dict):
-        return None
-    kind = STATE_CONTRACTS.get(str(obj.get("type")))
-    device, event_id, facts = obj.get("device_id"), obj.get("event_id"), obj.get("facts")
-    if kind is None or not isinstance(device, str) or not isinstance(event_id, str):
-        return None
-    if not isinstance(facts, dict):
-        return None
-    state: str | None = None
-    if kind == "network":
-        session, connected = facts.get("session_state"), facts.get("connected")
-        if session in _NETWORK_STATES:
-            state = str(session)
-        elif isinstance(connected, bool):
-            state = "connected" if connected else "disconnected"
-    else:
-        active = facts.get("voice_session_active")
-        if isinstance(active, bool):
-            state = "active" if active else "idle"
-    if state is None:
-        return None
-    return DeviceStateChange(device, kind, received_at_ms, event_id, state)
-
-
-@dataclass(frozen=True, slots=True)
-class StateInterval:
-    """A stretch of time a device spent out of its resting network or voice state."""
-
-    kind: str
-    state: str
-    start_ms: int
-    end_ms: int | None  # None: still so at the end of the input
-    start_event: str
-    end_event: str | None
-
-
-def _state_intervals(changes: Iterable[DeviceStateChange]) -> dict[str, list[StateInterval]]:
-    """Per device, the intervals out of the resting state, in time order."""
-    by_device: dict[tuple[str, str], list[DeviceStateChange]] = {}
-    for c in changes:
-        by_device.setdefault((c.device_id, c.kind), []).append(c)
-    out: dict[str, list[StateInterval]] = {}
-    for (device, kind), items in sorted(by_device.items()):
-        items.sort(key=lambda c: c.at_ms)
-        current: DeviceStateChange | None = None
-        for c in items:
-            if current is not None and c.state == current.state:
-                continue
-            if current is not None and current.state != _RESTING[kind]:
-                out.setdefault(device, []).append(
-                    StateInterval(kind, current.state, current.at_ms, c.at_ms, current.event_id, c.event_id)
-                )
-            current = c
-        if current is not None and current.state != _RESTING[kind]:
-            out.setdefault(device, []).append(
-                StateInterval(kind, current.state, current.at_ms, None, current.event_id, None)
-            )
-    for intervals in out.values():
-        intervals.sort(key=lambda i: (i.start_ms, i.kind))
-    return out
-
-
-# --------------------------------------------------------------------------- the model
-
-
-class _Records:
-    """One kind of output record: scanned once in order, then loaded back a lane at a time.
-
-    A record is named by a handle (its index in a list, or its byte offset in a JSONL file), so
-    the report holds per lane only handles and aggregates, never every record at once.
-    """
-
-    def scan(self) -> Iterator[tuple[int, Record]]:
-        raise NotImplementedError
-
-    def load(self, handles: Sequence[int]) -> list[Record]:
-        raise NotImplementedError
-
-
-class _ListRecords(_Records):
-    def __init__(self, records: Sequence[Record]) -> None:
-        self.records = records
-
-    def scan(self) -> Iterator[tuple[int, Record]]:
-        return enumerate(self.records)
-
-    def load(self, handles: Sequence[int]) -> list[Record]:
-        return [self.records[h] for h in handles]
-
-
-class _FileRecords(_Records):
-    """A JSONL output file; a line that is not a JSON object raises ValueError naming it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _parse(self, line: bytes, lineno: int | None) -> dict[str, Any]:
-        where = f"{self.path.name}:{lineno}" if lineno is not None else self.path.name
-        try:
-            value = json.loads(line.decode("utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not JSON ({exc.msg})") from exc
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{where}: not UTF-8 ({exc.reason})") from exc
-        if not isinstance(value, dict):
-            raise ValueError(f"{where}: not a JSON object")
-        return value
-
-    def scan(self) -> Iterator[tuple[int, Record]]:
-        if not self.path.exists():
-            return
-        with self.path.open("rb") as fh:
-            offset = 0
-            for lineno, line in enumerate(fh, 1):
-                start, offset = offset, offset + len(line)
-                if line.strip():
-                    yield start, self._parse(line, lineno)
-
-    def load(self, handles: Sequence[int]) -> list[Record]:
-        if not handles:
-            return []
-        out: list[Record] = []
-        with self.path.open("rb") as fh:
-            for h in handles:
-                fh.seek(h)
-                out.append(self._parse(fh.readline(), None))
-        return out
-
-
-@dataclass
-class _Sources:
-    decisions: _Records
-    dispatches: _Records
-    timeline: _Records
-    dead_letters: _Records
-
-
-def _handles() -> array[int]:
-    return array("q")
-
-
-#: the stages a lane's strip on the shared axis marks
-_STRIP_STAGES: Final = ("decide", "act", "drop", "end", "goal")
-
-
-@dataclass
-class _Lane:
-    """A lane: its aggregates (all the page needs to list, filter and order it) and the handles of
-    its records; the records themselves are loaded only while the lane is drawn (:func:`_drawn`)."""
-
-    key: str
-    experience_id: str  # "" for a device's "no experience" lane
-    device_id: str
-    created: int = 0
-    entries: list[Record] = field(default_factory=list)
-    decisions: list[Record] = field(default_factory=list)
-    dispatches: list[Record] = field(default_factory=list)
-    status: str = ""
-    dead_letters: list[Record] = field(default_factory=list)
-    #: cross_device dead letters of other devices whose correlation names this lane's experience
-    foreign_dead: list[Record] = field(default_factory=list)
-    divergences: list[Record] = field(default_factory=list)
-    states: list[StateInterval] = field(default_factory=list)
-    h_entries: array[int] = field(default_factory=_handles)
-    h_decisions: array[int] = field(default_factory=_handles)
-    h_dispatches: array[int] = field(default_factory=_handles)
-    h_dead: array[int] = field(default_factory=_handles)
-    h_foreign: array[int] = field(default_factory=_handles)
-    strip_marks: int = 0
-    t_lo: int | None = None
-    t_hi: int | None = None
-    first: int | None = None
-    decision_values: set[str] = field(default_factory=set)
-    backend_values: set[str] = field(default_factory=set)
-    drop_values: set[str] = field(default_factory=set)
-    dead_values: set[str] = field(default_factory=set)
-    #: (sort key, at_ms) of the first goal and the first end entry, and of the last end with a status
-    goal: tuple[tuple[int, int, int], int | None] | None = None
-    end: tuple[tuple[int, int, int], int | None] | None = None
-    last_status: tuple[tuple[int, int, int], str] | None = None
-
-    @property
-    def is_experience(self) -> bool:
-        return self.experience_id != ""
-
-    def seen_at(self, t: int | None, *, first: bool = False) -> None:
-        if t is None:
-            return
-        self.t_lo = t if self.t_lo is None else min(self.t_lo, t)
-        self.t_hi = t if self.t_hi is None else max(self.t_hi, t)
-        if first:
-            self.first = t if self.first is None else min(self.first, t)
-
-    def window(self) -> tuple[int, int] | None:
-        """First and last time of the lane's entries, decisions, dispatches and dead letters."""
-        if self.t_lo is None or self.t_hi is None:
-            return None
-        return (self.t_lo, self.t_hi)
-
-    def severity(self) -> int:
-        """0 = most severe (SEVERITY_LABELS)."""
-        if self.status in SEVERE_STATUSES:
-            return SEVERE_STATUSES.index(self.status)
-        if self.divergences:
-            return len(SEVERE_STATUSES)
-        if self.h_dead or self.h_foreign:
-            return len(SEVERE_STATUSES) + 1
-        return len(SEVERE_STATUSES) + 2
-
-
-@dataclass
-class _Totals:
-    """The fleet overview's counts."""
-
-    timeline: int = 0
-    decisions: int = 0
-    dispatches: int = 0
-    local_dispatches: int = 0
-    dead_letters: int = 0
-    drops: Counter[str] = field(default_factory=Counter)
-    dead: Counter[str] = field(default_factory=Counter)
-    by_decision: Counter[str] = field(default_factory=Counter)
-    by_backend: Counter[str] = field(default_factory=Counter)
-
-
-def _sort_key(indexed: tuple[int, Record]) -> tuple[int, int, int]:
-    i, rec = indexed
-    at = _int(rec, "at_ms")
-    seq = _int(rec, "seq")
-    return (at if at is not None else -1, seq if seq is not None else i, i)
-
-
-def _build_lanes(
-    sources: _Sources,
-    statuses: Mapping[str, str],
-    divergences: Sequence[Record] = (),
-    state_changes: Iterable[DeviceStateChange] = (),
-) -> tuple[list[_Lane], _Totals, list[Record]]:
-    """The lanes (aggregates and record handles), the overview's counts and the divergences no lane
-    holds, from one pass over each kind of record (timeline first: dead letters go by its spans)."""
-    lanes: dict[str, _Lane] = {}
-    totals = _Totals()
-    wanted = {_str(d, "trigger_event_id") for d in divergences}
-    #: trigger -> lanes whose observe/drop entry names it, and whose decision answers it
-    entry_of: dict[str, list[_Lane]] = {}
-    decision_of: dict[str, list[_Lane]] = {}
-
-    def lane_for(exp: str, device: str) -> _Lane:
-        key = f"e:{exp}" if exp else f"d:{device}"
-        lane = lanes.get(key)
-        if lane is None:
-            lane = lanes[key] = _Lane(key=key, experience_id=exp, device_id=device, created=len(lanes))
-        elif not lane.device_id and device:
-            lane.device_id = device
-        return lane
-
-    for h, rec in sources.timeline.scan():
-        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
-        totals.timeline += 1
-        stage, at = _str(rec, "stage"), _int(rec, "at_ms")
-        key = _sort_key((len(lane.h_entries), rec))
-        lane.h_entries.append(h)
-        lane.seen_at(at, first=True)
-        if stage in _STRIP_STAGES:
-            lane.strip_marks += 1
-        if stage == "drop":
-            reason = _str(rec, "drop_reason")
-            totals.drops[reason] += 1
-            lane.drop_values.add(reason)
-        elif stage == "goal" and (lane.goal is None or key < lane.goal[0]):
-            lane.goal = (key, at)
-        elif stage == "end":
-            if lane.end is None or key < lane.end[0]:
-                lane.end = (key, at)
-            status = _str(rec, "status")
-            if status and (lane.last_status is None or key > lane.last_status[0]):
-                lane.last_status = (key, status)
-        if stage in ("observe", "drop") and _str(rec, "ref_id") in wanted:
-            entry_of.setdefault(_str(rec, "ref_id"), []).append(lane)
-    for h, rec in sources.decisions.scan():
-        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
-        totals.decisions += 1
-        lane.h_decisions.append(h)
-        lane.seen_at(_int(rec, "decided_at_ms"), first=True)
-        decision, backend = _str(rec, "decision"), _str(rec, "backend")
-        totals.by_decision[decision] += 1
-        totals.by_backend[backend] += 1
-        lane.decision_values.add(decision)
-        lane.backend_values.add(backend)
-        if _str(rec, "trigger_event_id") in wanted:
-            decision_of.setdefault(_str(rec, "trigger_event_id"), []).append(lane)
-    for h, rec in sources.dispatches.scan():
-        lane = lane_for(_str(rec, "experience_id"), _str(rec, "device_id"))
-        totals.dispatches += 1
-        if rec.get("decision_id") is None:
-            totals.local_dispatches += 1
-        lane.h_dispatches.append(h)
-        lane.seen_at(_int(rec, "created_at_ms"))
-    for exp in statuses:
-        if exp:
-            lane_for(str(exp), "")
-
-    for lane in lanes.values():
-        if not lane.is_experience:
-            lane.status = NO_EXPERIENCE
-            continue
-        status = statuses.get(lane.experience_id) or ""
-        if not status:
-            status = lane.last_status[1] if lane.last_status is not None else "active"
-        lane.status = str(status)
-
-    dead_events = _place_dead_letters(lanes, lane_for, sources.dead_letters, totals)
-    for lane in lanes.values():
-        if not lane.is_experience:
-            lane.status = NO_EXPERIENCE
-    unplaced: list[Record] = []
-    for div in divergences:
-        trigger = _str(div, "trigger_event_id")
-        homes = decision_of.get(trigger)
-        if homes:
-            home: _Lane | None = max(homes, key=lambda lane: lane.created)
-        else:
-            home = min(entry_of.get(trigger, ()), key=lambda lane: lane.created, default=None)
-        if home is None:
-            unplaced.append(div)
-        else:
-            home.divergences.append(div)
-    intervals = _state_intervals(c for c in state_changes if (c.device_id, c.event_id) not in dead_events)
-    for lane in lanes.values():
-        window = lane.window()
-        if window is None:
-            continue
-        lo, hi = window
-        lane.states = [
-            i
-            for i in intervals.get(lane.device_id, ())
-            if i.start_ms <= hi and (i.end_ms is None or i.end_ms >= lo)
-        ]
-
-    def order(lane: _Lane) -> tuple[str, int, int, str]:
-        first = lane.first if lane.first is not None else 0
-        return (lane.device_id, 0 if lane.is_experience else 1, first, lane.experience_id)
-
-    return sorted(lanes.values(), key=order), totals, unplaced
-
-
-def _place_dead_letters(
-    lanes: Mapping[str, _Lane],
-    lane_for: Callable[[str, str], _Lane],
-    dead_letters: _Records,
-    totals: _Totals,
-) -> set[tuple[str, str]]:
-    """Each dead letter goes to its device's experience lane running at its receive time, else to
-    the device's "no experience" lane; a ``cross_device`` letter is also shown in the lane of the
-    experience its correlation names. Returns the (device, event ID) of every dead letter."""
-    spans: dict[str, list[tuple[int, int | None, _Lane]]] = {}
-    for lane in lanes.values():
-        if not lane.is_experience or lane.goal is None or lane.goal[1] is None:
-            continue
-        spans.setdefault(lane.device_id, []).append(
-            (lane.goal[1], lane.end[1] if lane.end is not None else None, lane)
-        )
-    for items in spans.values():
-        items.sort(key=lambda s: s[0])
-    by_experience = {lane.experience_id: lane for lane in lanes.values() if lane.is_experience}
-    dead_events: set[tuple[str, str]] = set()
-    for h, rec in dead_letters.scan():
-        device = _str(rec, "key")
-        at = _int(rec, "received_at_ms")
-        reason = _str(rec, "reason_code")
-        totals.dead_letters += 1
-        totals.dead[reason] += 1
-        if rec.get("event_id"):
-            dead_events.add((device, _str(rec, "event_id")))
-        home: _Lane | None = None
-        if at is not None:
-            for start, end, lane in spans.get(device, ()):
-                if start <= at and (end is None or at <= end):
-                    home = lane
-        if home is None:
-            home = lane_for("", device)
-        home.h_dead.append(h)
-        home.seen_at(at)
-        home.dead_values.add(reason)
-        home.strip_marks += 1
-        target = by_experience.get(_correlated_experience(rec))
-        if target is not None and target is not home:
-            target.h_foreign.append(h)
-            target.dead_values.add(reason)
-    return dead_events
-
-
-def _correlated_experience(rec: Record) -> str:
-    """The experience a ``cross_device`` letter's correlation names (its redacted copy keeps it)."""
-    if _str(rec, "reason_code") != "cross_device" or not isinstance(rec.get("payload"), str):
-        return ""
-    try:
-        payload = json.loads(str(rec["payload"]))
-    except ValueError:
-        return ""
-    corr = payload.get("correlation") if isinstance(payload, dict) else None
-    exp = corr.get("experience_id") if isinstance(corr, dict) else None
-    return exp if isinstance(exp, str) else ""
-
-
-@contextmanager
-def _drawn(lane: _Lane, sources: _Sources) -> Iterator[_Lane]:
-    """The lane with its records loaded (entries in time and sequence order), for drawing it."""
-    entries = sources.timeline.load(lane.h_entries)
-    lane.entries = [rec for _, rec in sorted(enumerate(entries), key=_sort_key)]
-    lane.decisions = sources.decisions.load(lane.h_decisions)
-    lane.dispatches = sources.dispatches.load(lane.h_dispatches)
-    lane.dead_letters = sources.dead_letters.load(lane.h_dead)
-    lane.foreign_dead = sources.dead_letters.load(lane.h_foreign)
-    try:
-        yield lane
-    finally:
-        lane.entries, lane.decisions, lane.dispatches, lane.dead_letters, lane.foreign_dead = (
-            [],
-            [],
-            [],
-            [],
-            [],
-        )
-
-
 # --------------------------------------------------------------------------- overview
 
 
@@ -662,7 +196,7 @@ def _status_strip(counts: Counter[str]) -> str:
     return f'<div class="strip">{segs}</div>'
 
 
-def _overview(lanes: Sequence[_Lane], totals: _Totals) -> str:
+def _overview(lanes: Sequence[Lane], totals: Totals) -> str:
     exp_lanes = [lane for lane in lanes if lane.is_experience]
     by_status: Counter[str] = Counter(lane.status for lane in exp_lanes)
     for s in STATUSES:
@@ -761,7 +295,7 @@ def _nice_step(duration: int) -> int:
     return max(1, duration // 6)
 
 
-def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
+def _chart(lane: Lane, cap: int) -> tuple[str, int]:
     """The lane's SVG and how many marks it shows."""
     items: list[tuple[int, Record]] = []
     for i, rec in enumerate(lane.entries):
@@ -776,7 +310,7 @@ def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
         last = t if t is not None else last
         times.append(last)
     xs = _positions(times)
-    kinds = [k for k in _RESTING if any(i.kind == k for i in lane.states)]
+    kinds = [k for k in RESTING if any(i.kind == k for i in lane.states)]
     letters = [*lane.dead_letters, *lane.foreign_dead]
     rows = (*STAGES, *kinds, *(("dead letter",) if letters else ()))
     height = _TOP + _ROW * len(rows) + _AXIS
@@ -802,7 +336,7 @@ def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
             x1 = max(_x_at(end, times, xs), x0 + 3.0)
             y = row_y[interval.kind] - _ROW / 2 + 2
             parts.append(
-                f'<rect class="sband sb-{_e(interval.kind)}-{_e(interval.state)}" x="{x0:.1f}" y="{y:.1f}" '
+                f'<rect class="sband {_e(band_class(interval))}" x="{x0:.1f}" y="{y:.1f}" '
                 f'width="{x1 - x0:.1f}" height="{_ROW - 4:.0f}" rx="3"><title>{_e(_interval_text(interval))}'
                 "</title></rect>"
             )
@@ -880,8 +414,7 @@ def _chart(lane: _Lane, cap: int) -> tuple[str, int]:
 def _interval_text(interval: StateInterval) -> str:
     end = "end of input" if interval.end_ms is None else _fmt_clock(interval.end_ms)
     span = "" if interval.end_ms is None else f" ({_fmt_dur(interval.end_ms - interval.start_ms)})"
-    what = "voice session active" if interval.kind == "voice" else f"network {interval.state}"
-    return f"{what}: {_fmt_clock(interval.start_ms)} → {end}{span}"
+    return f"{band_what(interval)}: {_fmt_clock(interval.start_ms)} → {end}{span}"
 
 
 def _x_at(t: int, times: Sequence[int], xs: Sequence[float]) -> float:
@@ -909,7 +442,7 @@ def _rendered(n: int, cap: int) -> tuple[list[int], int]:
     return [*range(head_n), *range(n - tail_n, n)], head_n
 
 
-def _anchors(index: int, lane: _Lane, cap: int) -> dict[str, str]:
+def _anchors(index: int, lane: Lane, cap: int) -> dict[str, str]:
     """event ID -> the element of this lane that shows it: a timeline row, or a network/voice band."""
     found: dict[str, str] = {}
     for k, interval in enumerate(lane.states):
@@ -933,7 +466,7 @@ def _ref_link(event_id: str, anchors: Mapping[str, str]) -> str:
     return f'<a class="jump" href="#{target}" data-jump="{target}">{_e(event_id)}</a>'
 
 
-def _entries_table(index: int, lane: _Lane, cap: int) -> str:
+def _entries_table(index: int, lane: Lane, cap: int) -> str:
     entries = lane.entries
     if not entries:
         return '<p class="muted">No timeline entries.</p>'
@@ -982,18 +515,21 @@ def _capped(rows: list[str], total: int, what: str) -> str:
 def _divergence_text(div: Record) -> str:
     kind = _str(div, "kind")
     if kind == "different":
-        return (
-            f"{_str(div, 'field')}: recorded {json.dumps(div.get('recorded'), ensure_ascii=False)} "
-            f"→ replayed {json.dumps(div.get('replayed'), ensure_ascii=False)}"
+        recorded, replayed = (
+            json.dumps(shown_value(div.get(k)), ensure_ascii=False) for k in ("recorded", "replayed")
         )
+        return f"{_str(div, 'field')}: recorded {recorded} → replayed {replayed}"
     if kind == "not_reproduced":
-        return f"recorded decision {_str(div, 'recorded') or '?'} was not reproduced by the replay"
+        return f"recorded decision {shown_id(div.get('recorded')) or '?'} was not reproduced by the replay"
     if kind == "no_recorded_decision":
         return "no recorded decision for this trigger: the rules decided"
+    if kind == "unreadable_recorded_decision":
+        where = f"{_str(div, 'source_topic')} [{_str(div, 'partition')}] @{_str(div, 'offset')}"
+        return f"recorded decision at {where} is unreadable ({_str(div, 'why')}): the rules decided"
     return kind or "diverged"
 
 
-def _decisions_html(lane: _Lane, anchors: Mapping[str, str]) -> str:
+def _decisions_html(lane: Lane, anchors: Mapping[str, str]) -> str:
     diverged: dict[str, list[Record]] = {}
     for div in lane.divergences:
         diverged.setdefault(_str(div, "trigger_event_id"), []).append(div)
@@ -1044,7 +580,7 @@ def _decisions_html(lane: _Lane, anchors: Mapping[str, str]) -> str:
     return html
 
 
-def _dispatches_html(lane: _Lane, anchors: Mapping[str, str]) -> str:
+def _dispatches_html(lane: Lane, anchors: Mapping[str, str]) -> str:
     if not lane.dispatches:
         return ""
     recs = sorted(lane.dispatches, key=lambda r: _int(r, "created_at_ms") or 0)
@@ -1078,8 +614,9 @@ def _dispatches_html(lane: _Lane, anchors: Mapping[str, str]) -> str:
     )
 
 
-def _dead_letters_html(lane: _Lane) -> str:
+def _dead_letters_html(lane: Lane) -> str:
     recs = [(r, False) for r in lane.dead_letters] + [(r, True) for r in lane.foreign_dead]
+    total = lane.n_dead + lane.n_foreign
     if not recs:
         return ""
     recs.sort(key=lambda rf: _int(rf[0], "received_at_ms") or 0)
@@ -1089,31 +626,31 @@ def _dead_letters_html(lane: _Lane) -> str:
         paths = rec.get("offending_paths")
         paths_txt = ", ".join(str(p) for p in paths) if isinstance(paths, list) else ""
         source = f"{_str(rec, 'source_topic')} [{_str(rec, 'partition')}] @{_str(rec, 'offset')}"
-        note = f" (from device {_str(rec, 'key')}, naming this experience)" if foreign else ""
+        note = f" (from device {shown_id(rec.get('key'))}, naming this experience)" if foreign else ""
         # the payload copy is never shown: the source topic, partition and offset point to the original
         rows.append(
             f'<tr class="dlrow" data-reason="{_e(reason)}">'
             f'<td class="mono">{_e(_fmt_clock(_int(rec, "received_at_ms")))}</td>'
             f'<td><span class="badge dl-{_known(reason, DEAD_LETTER_REASONS)}">{_e(reason)}</span></td>'
             f'<td class="mono small">{_e(source)}</td>'
-            f'<td class="mono id">{_e(_str(rec, "event_id") or "—")}</td>'
+            f'<td class="mono id">{_e(shown_id(rec.get("event_id")) or "—")}</td>'
             f"<td>{_e(_str(rec, 'detail'))}{_e(note)}</td>"
             f'<td class="mono small">{_e(paths_txt or "—")}</td></tr>'
         )
     return (
-        f"<h4>Dead letters ({_n(len(recs))})</h4>"
+        f"<h4>Dead letters ({_n(total)})</h4>"
         '<div class="scroll"><table class="detail deadletters"><thead><tr><th>received</th><th>reason</th>'
         "<th>source (topic [partition] @offset)</th><th>event_id</th><th>detail</th>"
         "<th>offending paths</th></tr></thead>"
-        f"<tbody>{_capped(rows, len(recs), 'dead letters')}</tbody></table></div>"
+        f"<tbody>{_capped(rows, total, 'dead letters')}</tbody></table></div>"
     )
 
 
-def _states_html(index: int, lane: _Lane) -> str:
+def _states_html(index: int, lane: Lane) -> str:
     if not lane.states:
         return ""
     items = "".join(
-        f'<li id="l{index}-s{k}" class="st-item sb-{_e(i.kind)}-{_e(i.state)}">'
+        f'<li id="l{index}-s{k}" class="st-item {_e(band_class(i))}">'
         f"<b>{_e(_interval_text(i))}</b> "
         f'<span class="mono id">{_e(i.start_event)}{" → " + _e(i.end_event) if i.end_event else ""}</span>'
         "</li>"
@@ -1122,7 +659,7 @@ def _states_html(index: int, lane: _Lane) -> str:
     return f'<h4>Network and voice state</h4><ul class="states">{items}</ul>'
 
 
-def _evidence_html(lane: _Lane) -> str:
+def _evidence_html(lane: Lane) -> str:
     end_at = next((i for i, r in enumerate(lane.entries) if _str(r, "stage") == "end"), None)
     upto = lane.entries if end_at is None else lane.entries[:end_at]
     evidence = [r for r in upto if _str(r, "stage") == "evidence"]
@@ -1157,7 +694,7 @@ class _Axis:
         return _X0 + (_X1 - _X0) * (min(max(t, self.t0), self.t1) - self.t0) / (self.t1 - self.t0)
 
 
-def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
+def _shared_strip(lane: Lane, axis: _Axis, cap: int) -> str:
     """One row per lane on the shared axis: the lane's span, its bands, decisions, dispatches,
     drops and dead letters."""
     window = lane.window()
@@ -1176,7 +713,7 @@ def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
         x0 = axis.x(max(i.start_ms, lo))
         x1 = axis.x(hi if i.end_ms is None else min(i.end_ms, hi))
         parts.append(
-            f'<rect class="sband sb-{_e(i.kind)}-{_e(i.state)}" x="{x0:.1f}" y="2" '
+            f'<rect class="sband {_e(band_class(i))}" x="{x0:.1f}" y="2" '
             f'width="{max(x1 - x0, 2):.1f}" height="14"><title>{_e(_interval_text(i))}</title></rect>'
         )
     marks: list[tuple[int, str, str]] = []
@@ -1206,7 +743,7 @@ def _shared_strip(lane: _Lane, axis: _Axis, cap: int) -> str:
     return "".join(parts)
 
 
-def _strip_size(lane: _Lane) -> int:
+def _strip_size(lane: Lane) -> int:
     return lane.strip_marks
 
 
@@ -1274,7 +811,7 @@ def decode_lane_data(chunk: str) -> list[tuple[str, str]]:
 
 def _lane_html(
     index: int,
-    lane: _Lane,
+    lane: Lane,
     table_cap: int,
     svg_cap: int,
     strip_cap: int,
@@ -1288,15 +825,15 @@ def _lane_html(
     span = f"{_fmt_time(min(times))} · {_fmt_dur(max(times) - min(times))}" if times else "no timeline"
     drop_reasons = sorted({_str(r, "drop_reason") for r in lane.entries if _str(r, "stage") == "drop"})
     drops = sum(1 for r in lane.entries if _str(r, "stage") == "drop")
-    dead = len(lane.dead_letters) + len(lane.foreign_dead)
+    dead = lane.n_dead + lane.n_foreign
     if lane.is_experience:
         name = f'<span class="mono exp">{_e(lane.experience_id)}</span>'
         badge = f'<span class="badge st-{_known(status, STATUSES)}">{_e(status)}</span>'
     else:
         name = '<span class="noexp">no experience</span>'
         badge = '<span class="badge st-other">unscoped</span>'
-    if lane.divergences:
-        badge += f'<span class="badge diverged">{_plural(len(lane.divergences), "divergence")}</span>'
+    if lane.n_div:
+        badge += f'<span class="badge diverged">{_plural(lane.n_div, "divergence")}</span>'
     if dead:
         badge += f'<span class="badge deadcount">{_plural(dead, "dead letter")}</span>'
     meta = (
@@ -1349,8 +886,7 @@ def _lane_html(
         f'data-sev="{lane.severity()}" data-decisions="{words(_str(r, "decision") for r in lane.decisions)}" '
         f'data-backends="{words(_str(r, "backend") for r in lane.decisions)}" '
         f'data-drops="{words(drop_reasons)}" '
-        f'data-dead="{words(_str(r, "reason_code") for r in (*lane.dead_letters, *lane.foreign_dead))}" '
-        f'data-diverged="{len(lane.divergences)}"{where}>'
+        f'data-dead="{words(lane.dead_values)}" data-diverged="{lane.n_div}"{where}>'
         f'<details class="lanebox"{" open" if open_ else ""}>{summary}{strip}</summary>'
         f'<div class="lanebody">{body_html}</div></details></section>'
     )
@@ -1481,6 +1017,8 @@ ul.divs{margin:2px 0 0;padding-left:18px;font-size:12px;color:#9d174d}
 .sb-network-reconnecting{fill:#f59e0b;background:#f59e0b}
 .sb-voice-active{fill:#8b5cf6;background:#8b5cf6}
 .sb-voice-other,.sb-network-other{fill:#64748b;background:#64748b}
+.sb-network-flapping{fill:#be185d;background:#be185d}
+.sb-voice-flapping{fill:#5b21b6;background:#5b21b6}
 .rowlbl.staterow{font-style:italic}
 ul.states{margin:0;padding-left:0;list-style:none}
 ul.states li{margin:2px 0;padding:2px 8px;border-radius:4px;color:#fff}
@@ -1846,7 +1384,7 @@ def _options(values: Iterable[str], order: Sequence[str]) -> str:
     return "".join(f'<option value="{_e(k)}">{_e(k)}</option>' for k in keys if k)
 
 
-def _filters(lanes: Sequence[_Lane], ruler: str) -> str:
+def _filters(lanes: Sequence[Lane], ruler: str) -> str:
     """The sticky bar of filters and order, with the shared time axis' ruler (shown in that mode)."""
     devices = sorted({lane.device_id for lane in lanes if lane.device_id})
     statuses = sorted({lane.status for lane in lanes}, key=lambda s: (_status_rank(s), s))
@@ -1894,6 +1432,8 @@ def _legend(with_states: bool, with_dead: bool) -> str:
             '<span>bands:</span><span><i class="sq sb-network-disconnected"></i>network disconnected</span>'
             '<span><i class="sq sb-network-reconnecting"></i>network reconnecting</span>'
             '<span><i class="sq sb-voice-active"></i>voice session</span>'
+            '<span><i class="sq sb-network-flapping"></i><i class="sq sb-voice-flapping"></i>flapping '
+            "(stretches close in time, merged)</span>"
         )
     if with_dead:
         states += '<span><i class="sq" style="background:#7f1d1d"></i>dead letter</span>'
@@ -1922,20 +1462,24 @@ _MODE_TEXT: Final[dict[str, str]] = {
 }
 
 
-def _replay_banner(mode: str | None, divergences: Sequence[Record], unplaced: Sequence[Record]) -> str:
+def _replay_banner(mode: str | None, totals: Totals) -> str:
     if not mode:
         return ""
     text = _MODE_TEXT.get(mode, "")
     divs = ""
-    if mode == "recorded" or divergences:
-        divs = f" · <b>{_plural(len(divergences), 'divergence')}</b>"
+    if mode == "recorded" or totals.divergences:
+        divs = f" · <b>{_plural(totals.divergences, 'divergence')}</b>"
     rest = ""
-    if unplaced:
+    if totals.unplaced:
         items = "".join(
-            f'<li class="diverged"><span class="mono">{_e(_str(d, "trigger_event_id"))}</span>: '
+            f'<li class="diverged"><span class="mono">{_e(shown_id(d.get("trigger_event_id")) or "—")}'
+            "</span>: "
             f"{_e(_divergence_text(d))}</li>"
-            for d in unplaced[:DETAIL_ROWS_MAX]
+            for d in totals.unplaced[:DETAIL_ROWS_MAX]
         )
+        more = totals.n_unplaced - len(totals.unplaced)
+        if more > 0:
+            items += f'<li class="muted">… {_n(more)} more divergences in divergences.jsonl …</li>'
         rest = f'<ul class="divs">{items}</ul>'
     return (
         f'<div class="banner mode-{_known(mode, tuple(_MODE_TEXT))}" id="replay-mode">Replay · decisions '
@@ -1960,15 +1504,20 @@ def render_report(
     """One self-contained HTML page (no external reference) for the given output records.
 
     ``divergences`` are replay's (``divergences.jsonl``) and ``replay_mode`` its ``--decisions``
-    mode (shown in a banner); ``device_states`` are the network and voice observations of the input
-    (see :func:`device_state_change`), drawn as bands since they write no timeline entry.
+    mode (shown in a banner); ``device_states`` are the network and voice states the pipeline
+    admitted (:class:`report.bands.AdmittedStates`), drawn as bands since they write no timeline
+    entry.
 
     With more than ``OPEN_LANES_MAX`` lanes (or ``on_demand=True``) the lanes start collapsed and
     each lane's body and shared-axis strip are carried compressed (:class:`_LaneData`): the page
     draws them when the lane is opened or, for the strip, scrolled into view on the shared axis.
     """
-    sources = _Sources(
-        _ListRecords(decisions), _ListRecords(dispatches), _ListRecords(timeline), _ListRecords(dead_letters)
+    sources = Sources(
+        ListRecords(decisions),
+        ListRecords(dispatches),
+        ListRecords(timeline),
+        ListRecords(dead_letters),
+        ListRecords(divergences),
     )
     return "".join(
         _page(
@@ -1976,7 +1525,6 @@ def render_report(
             statuses,
             title=title,
             generated_note=generated_note,
-            divergences=divergences,
             replay_mode=replay_mode,
             device_states=device_states,
             on_demand=on_demand,
@@ -1985,19 +1533,23 @@ def render_report(
 
 
 def _page(
-    sources: _Sources,
+    sources: Sources,
     statuses: Mapping[str, str],
     *,
     title: str,
-    generated_note: str | Callable[[_Totals], str],
-    divergences: Sequence[Record],
+    generated_note: str | Callable[[Totals], str],
     replay_mode: str | None,
     device_states: Iterable[DeviceStateChange],
     on_demand: bool | None,
 ) -> Iterator[str]:
     """The page, in pieces; it holds the lanes' aggregates and handles, one lane's records at a
     time, and (on demand) the compressed lane data."""
-    lanes, totals, unplaced = _build_lanes(sources, statuses, divergences, device_states)
+    lanes, totals = build_lanes(sources, statuses, device_states)
+    band_cap = _water_fill([len(lane.states) for lane in lanes], BAND_BUDGET, BANDS_LANE_MIN, BANDS_LANE_MAX)
+    for lane in lanes:
+        window = lane.window()
+        if window is not None and lane.states:
+            lane.states = lane_bands(lane.states, window[0], window[1], band_cap)
     sizes = [len(lane.h_entries) for lane in lanes]
     table_cap = _water_fill(sizes, TABLE_ROW_BUDGET, TABLE_ROWS_MIN, TABLE_ROWS_MAX)
     svg_cap = _water_fill(sizes, SVG_MARK_BUDGET, SVG_MARKS_MIN, SVG_MARKS_MAX)
@@ -2035,7 +1587,7 @@ def _page(
         '<meta name="referrer" content="no-referrer">'
         '<link rel="icon" href="data:,">'
         f"<title>{_e(title)}</title><style>{_CSS}</style><script>{_PROBE_JS}</script></head><body>"
-        f"<header><h1>{_e(title)}</h1>{note_html}{_replay_banner(replay_mode, divergences, unplaced)}"
+        f"<header><h1>{_e(title)}</h1>{note_html}{_replay_banner(replay_mode, totals)}"
         "</header><main>"
         + _overview(lanes, totals)
         + '<section id="lanes"><h2>Experiences</h2>'
@@ -2045,7 +1597,7 @@ def _page(
         + ('<div id="lane-list" class="packed">' if packed is not None else '<div id="lane-list">')
     )
     for i, lane in enumerate(lanes, 1):
-        with _drawn(lane, sources):
+        with drawn(lane, sources):
             html = _lane_html(i, lane, table_cap, svg_cap, strip_cap, open_, axis, packed)
         if packed is None:
             yield html
@@ -2063,7 +1615,8 @@ def _page(
         "Lanes are grouped by experience; entries without an experience form a per-device "
         "“no experience” lane, which also holds the device's dead letters received outside any "
         "experience. Network and voice records update only the device snapshot: their bands are "
-        "drawn from the replay's input. Dead letters never show a payload.</footer>"
+        "drawn from what the pipeline admitted into it (flapping bands merge stretches close in "
+        "time). Dead letters never show a payload.</footer>"
     )
     if packed is not None:
         yield packed.html()
@@ -2085,7 +1638,7 @@ def render_report_from_dir(
 
     ``made_from``: what the outputs were made from (a sentence); default: the directory's name.
 
-    ``device_states``: the network and voice observations of the replay's input (the output files
+    ``device_states``: the network and voice states the pipeline admitted (the output files
     do not hold them); without them the report has no network or voice bands.
 
     The output files are read twice and never held: a first pass keeps per lane its aggregates
@@ -2097,21 +1650,21 @@ def render_report_from_dir(
     statuses: dict[str, str] = {}
     mode: str | None = None
     if summary_path.exists():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        summary = loads(summary_path.read_text(encoding="utf-8"))
         experiences = summary.get("experiences") if isinstance(summary, dict) else None
         if isinstance(experiences, dict):
             statuses = {str(k): str(v) for k, v in experiences.items()}
         if isinstance(summary, dict) and isinstance(summary.get("decisions_mode"), str):
             mode = summary["decisions_mode"]
-    sources = _Sources(
-        _FileRecords(out_dir / "decisions.jsonl"),
-        _FileRecords(out_dir / "dispatch.jsonl"),
-        _FileRecords(out_dir / "timeline.jsonl"),
-        _FileRecords(out_dir / "deadletter.jsonl"),
+    sources = Sources(
+        FileRecords(out_dir / "decisions.jsonl"),
+        FileRecords(out_dir / "dispatch.jsonl"),
+        FileRecords(out_dir / "timeline.jsonl"),
+        FileRecords(out_dir / "deadletter.jsonl"),
+        FileRecords(out_dir / "divergences.jsonl"),
     )
-    divergences = [rec for _, rec in _FileRecords(out_dir / "divergences.jsonl").scan()]
 
-    def note(totals: _Totals) -> str:
+    def note(totals: Totals) -> str:
         source = made_from or f"From {out_dir.name or '.'}/:"
         return (
             f"{source} {_n(totals.timeline)} timeline entries, "
@@ -2128,7 +1681,6 @@ def render_report_from_dir(
                 statuses,
                 title=title,
                 generated_note=note,
-                divergences=divergences,
                 replay_mode=mode,
                 device_states=device_states,
                 on_demand=on_demand,

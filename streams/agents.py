@@ -4,11 +4,12 @@ faust consumes the four input topics and the internal ``control`` topic (all co-
 ``device_id``) as a consumer group, and its conductor hands their messages to the shell's inbox
 (``streams.faust_seam.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
 commits). The ``guardian.pipeline`` task (:class:`PipelineTask`) drains the inbox in batches: each
-record goes through the per-partition timestamp merge, then :class:`pipeline.runner.Processor` over
-:class:`tables.store.faust_tables.FaustStore` (the record's partition of it, ``store.at(partition)``),
-whose writes and the outputs collect in :class:`tables.store.writes.PendingWrites`. When the inbox
-is empty (or the batch is due) the batch is flushed: RocksDB first, then one Kafka batch per
-changelog and output topic-partition on faust's own producer; the batch's messages are acked once
+record goes through the per-device merge of the input topics (``pipeline.order.DeviceMerge``),
+then :class:`pipeline.runner.Processor` over :class:`tables.store.faust_tables.FaustStore` (the
+record's partition of it, ``store.at(partition)``), whose writes and the outputs collect in
+:class:`tables.store.writes.PendingWrites`. When the inbox is empty (or the batch is due) the
+batch is flushed: RocksDB first, then one Kafka batch per changelog and output topic-partition on
+faust's own producer; the batch's messages are acked once
 all of it is delivered (:class:`CommitBatch`, the commit protocol), so an offset is never committed
 ahead of what it caused. A crash replays records whose outputs may already be out: their IDs derive
 from their causes, and the device's state remembers the outputs of its uncommitted records, so a
@@ -39,10 +40,10 @@ from typing import Any
 import orjson
 from aiokafka.errors import KafkaError
 
+from pipeline.order import DeviceMerge
 from pipeline.runner import Processed, Processor
 from streams import faust_seam
 from streams.claims import ClaimsReader
-from streams.merge import TimestampMerger
 from streams.metrics import BatchTally, GuardianMetrics
 from supervisor.verdict import Verdict
 from tables.state import Trigger
@@ -56,8 +57,8 @@ from topics.records import ExperiencePlan
 
 log = logging.getLogger(__name__)
 
-#: how long the merge holds a record for another topic of its partition, counted on the pipeline's
-#: idle time only (``PipelineShell.merge_clock``)
+#: how long the merge holds a device's record for another topic of its partition (docs/CONTRACTS.md
+#: §2 rule 11), counted on the pipeline's idle time only (``PipelineShell.merge_clock``)
 MERGE_MAX_HOLD_S = 10.0
 #: a batch is flushed when the pipeline has caught up with what was fetched (the inbox is empty),
 #: or when it is due (``CommitBatch.due``). A batch holding an output someone waits on (``waited_on``:
@@ -410,9 +411,7 @@ class PipelineShell:
     #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
     submit: VerdictSink | None = None
     processed: int = 0
-    merger: TimestampMerger[Any] = field(
-        default_factory=lambda: TimestampMerger(INPUT_SUFFIXES, MERGE_MAX_HOLD_S)
-    )
+    merger: DeviceMerge[Any] = field(default_factory=lambda: DeviceMerge(INPUT_SUFFIXES, MERGE_MAX_HOLD_S))
     #: (suffix, partition) -> the next offset this worker will see (the last one given to the merge
     #: + 1) since the last rebalance
     next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -765,8 +764,8 @@ class PipelineShell:
     def claim(self, msg: Any) -> None:
         """A plan entering the merge: if the gate admits it and no claim on its experience has been
         read yet, its claim goes to the claims log now (no wait here), and the plan stays in the
-        merge until a claim on it is read back (:meth:`unsettled`). The merge keeps everything
-        after it in its partition behind it, and nothing popped waits for Kafka."""
+        merge until a claim on it is read back (:meth:`unsettled`). The merge keeps its device's
+        later records behind it, and nothing popped waits for Kafka."""
         if self.claims is None:
             return
         at = round(msg.timestamp * 1000)
@@ -993,7 +992,10 @@ class PipelineShell:
             now_ms = self.stream_time.get(partition, 0)
             # a partition is quiet only when nothing of it waits: no record held back by the merge,
             # none fetched but not processed yet, none left on the broker (a worker starved of CPU
-            # for a second is not a quiet device: its clock waits for those records)
+            # for a second is not a quiet device: its clock waits for those records); a device with
+            # records held back is confirmed by them (the partition's clock may be past them)
+            if self.merger.holds_device(partition, device_id.encode()):
+                continue
             idle = (
                 mono - self.last_activity.get(partition, 0.0) >= idle_s
                 and not self.merger.holds(partition)
@@ -1015,7 +1017,7 @@ class PipelineShell:
 
 class PipelineTask:
     """The ``guardian.pipeline`` task: drains the shell's inbox in batches, input records through
-    the per-partition timestamp merge (a plan claimed on its way in), and flushes when it has caught
+    the per-device merge (a plan claimed on its way in), and flushes when it has caught
     up with the inbox or a batch is due (:meth:`CommitBatch.due`), and gives the event loop its turns
     between; :meth:`release_held` (the ``guardian.merge`` timer)
     lets out what the merge held back."""
@@ -1157,14 +1159,10 @@ class PipelineTask:
         shell.caught_now.pop((suffix, partition), None)
         if suffix == "plans":
             shell.claim(message)
-        shell.merger.push(
-            suffix,
-            partition,
-            round(message.timestamp * 1000),
-            int(message.offset),
-            message,
-            shell.merge_clock(),
-        )
+        ts, offset = round(message.timestamp * 1000), int(message.offset)
+        late = shell.merger.push(suffix, partition, message.key, ts, offset, message, shell.merge_clock())
+        if late and shell.metrics is not None:
+            shell.metrics.late_arrivals.inc()
 
     async def release_held(self) -> None:
         """Let out what the merge held back; flush it when the pipeline is idle (else the pipeline

@@ -113,6 +113,12 @@ class GuardianMetrics:
             "(each one is logged).",
             registry=r,
         )
+        self.late_arrivals = Counter(
+            "guardian_late_arrivals_total",
+            "Input records processed after a record of their device that comes later in the order of "
+            "docs/CONTRACTS.md §2 rule 11 (they reached the broker late): replay orders them otherwise.",
+            registry=r,
+        )
         self.model_calls = Counter(
             "guardian_model_calls_total",
             "HTTP calls to the model backend, per outcome (ok, http_429, http_5xx, http_4xx, timeout, "

@@ -26,12 +26,29 @@ def test_a_partition_with_held_records_is_not_quiet() -> None:
     sh.stream_time[0] = 1_785_400_000_000
     sh.last_activity[0] = time.monotonic() - 5.0  # nothing processed for 5 s ...
     sh.pending_confirm["dev-1"] = (0, 1_785_400_002_000)
-    sh.merger.push("observations", 0, 1_785_400_000_500, 7, object(), time.monotonic())
+    sh.merger.push("observations", 0, b"dev-2", 1_785_400_000_500, 7, object(), time.monotonic())
     # ... but a record of the partition is held back: its clock waits for it
     assert sh.due_confirmations(wall) == []
     sh.merger.drain()
     assert sh.due_confirmations(wall) == [("dev-1", 0, wall)]
     assert sh.pending_confirm == {}
+
+
+def test_a_device_with_records_held_back_is_confirmed_by_them_not_by_the_partitions_clock() -> None:
+    """Other devices' records took the partition's clock past the device's due time, but a record
+    of the device stamped before it waits in the merge: it may revert the change (replay processes
+    it first), so the timer does not confirm; other devices are confirmed."""
+    sh = shell()
+    due = 1_785_400_002_000
+    sh.stream_time[0] = due + 5_000  # busy: not idle
+    sh.last_activity[0] = time.monotonic()
+    sh.pending_confirm["dev-1"] = (0, due)
+    sh.pending_confirm["dev-3"] = (0, due)
+    sh.merger.push("observations", 0, b"dev-1", due - 500, 7, object(), time.monotonic())
+    assert sh.due_confirmations(due + 100_000) == [("dev-3", 0, due + 5_000)]
+    assert sh.pending_confirm == {"dev-1": (0, due)}
+    sh.merger.drain()
+    assert sh.due_confirmations(due + 100_000) == [("dev-1", 0, due + 5_000)]
 
 
 class Behind:

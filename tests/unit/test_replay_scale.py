@@ -6,12 +6,14 @@ import dataclasses
 import gzip
 import random
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from config.settings import Settings
 from guardian import replay as replay_mod
+from guardian import runs
 from guardian.replay import (
     OUTPUT_FILES,
     InputRecord,
@@ -227,7 +229,7 @@ def test_the_batch_merge_gives_every_row_once_in_order_whatever_the_batches() ->
             for seq in range(rng.randrange(0, 400))
         ]
         # dealt to up to six sources, each sorted and cut into batches of any size (empty ones too)
-        dealt: list[list[replay_mod.Row]] = [[] for _ in range(rng.randrange(1, 7))]
+        dealt: list[list[tuple[Any, ...]]] = [[] for _ in range(rng.randrange(1, 7))]
         for row in rows:
             dealt[rng.randrange(len(dealt))].append(row)
         sources = []
@@ -239,7 +241,7 @@ def test_the_batch_merge_gives_every_row_once_in_order_whatever_the_batches() ->
                 batches.append(share[i : i + n])
                 i += n
             sources.append(iter(batches))
-        merged = [row for batch in replay_mod.merge_batches(sources) for row in batch]
+        merged = [row for batch in runs.merge_batches(sources) for row in batch]
         assert merged == sorted(rows), trial
 
 
@@ -248,7 +250,7 @@ def test_the_dedup_memory_keeps_only_the_window_and_still_catches_duplicates() -
     emitted: list[Out] = []
     engine = ReplayEngine(SETTINGS, rules.decide, emitted.append)
     window = engine.processor.pipeline.dedup_window_ms
-    rows = sorted(replay_mod._row(r, i) for i, r in enumerate(script.records))
+    rows = replay_mod._rows(script.records)
     engine.feed(rows)
     t = rows[-1][0]
     base = script.records[0]
@@ -281,12 +283,13 @@ def test_the_dedup_memory_keeps_only_the_window_and_still_catches_duplicates() -
                 base.key,
                 orjson.dumps(value),
                 True,
+                t,
             )
         )
         if i % 1000 == 999:  # the previous record sent again: a duplicate within the window
             t += step
             dup_ts.append(t)
-            more.append((t, 3, 0, 200_000 + i, 2 * 10**6 + i, *more[-1][5:8], more[-1][8], True))
+            more.append((t, 3, 0, 200_000 + i, 2 * 10**6 + i, *more[-1][5:8], more[-1][8], True, t))
     engine.feed(more)
     # the last window's keys, and those since the last sweep (not the 12,000 seen)
     assert len(engine.store.seen_at) <= per_window + replay_mod._SWEEP_EVERY < n_windows * per_window
@@ -320,6 +323,25 @@ def test_jobs_two_give_the_same_outputs_as_one_byte_for_byte(tmp_path: Path) -> 
     assert letters.get("cross_device") == 2  # HG-12: B's records in one job, A's plan in the other
     split = {replay_mod.job_of(f"airbot-{p:04d}".encode(), 2) for p in range(6)}
     assert split == {0, 1}
+
+
+def test_jobs_two_write_every_divergence_in_the_order_of_one(tmp_path: Path) -> None:
+    # unreadable recorded decisions (no device known) routed to both jobs, the later offsets in the
+    # job whose file comes first, and a device's divergences of several kinds
+    records = with_recorded_decisions(fleet())
+    for offset, device in ((9_003, "airbot-0005"), (9_001, "airbot-0000"), (9_002, "airbot-0004")):
+        records.append(InputRecord("decisions", "guardian.decisions", 1, offset, 1, device.encode(), b"[]"))
+    source = write(tmp_path / "in.jsonl", records)
+    for jobs in (1, 2):
+        replay_files([str(source)], tmp_path / f"j{jobs}", settings=SETTINGS, jobs=jobs, report=False)
+    one, two = ((tmp_path / f"j{n}" / "divergences.jsonl").read_bytes() for n in (1, 2))
+    assert one == two
+    entries = [orjson.loads(x) for x in one.splitlines()]
+    devices = [d["device_id"] for d in entries]
+    named = [d for d in devices if d is not None]
+    assert named == sorted(named) and devices[len(named) :] == [None] * 3  # by device, unreadable last
+    assert [d["offset"] for d in entries[len(named) :]] == [9_001, 9_002, 9_003]
+    assert {d["kind"] for d in entries} >= {"different", "unreadable_recorded_decision"}
 
 
 def test_stdin_and_gzip_inputs_give_the_same_outputs(tmp_path: Path) -> None:

@@ -14,13 +14,13 @@ import pytest
 
 from report import render_report, render_report_from_dir
 from report.__main__ import main as report_main
+from report.bands import state_of
 from report.html import (
     LANE_DATA_TYPE,
     OPEN_LANES_MAX,
     DeviceStateChange,
     decode_lane_data,
     decode_lane_list,
-    device_state_change,
 )
 
 T0 = 1785400000000
@@ -608,37 +608,13 @@ def test_dispatch_trigger_links_to_the_triggers_entry(dom: Node) -> None:
         assert target.tag == "tr" and a.text() in target.text() and "observe" in target.text()
 
 
-def _voice(device: str, at: int, event: str, active: bool) -> bytes:
-    return json.dumps(
-        {
-            "event_id": event,
-            "device_id": device,
-            "type": "voice_llm.pipeline_state_changed",
-            "facts": {"voice_session_active": active},
-        }
-    ).encode()
-
-
-def test_device_state_change_reads_network_and_voice_records_only() -> None:
-    assert device_state_change(5, _voice("d", 5, "v1", True)) == DeviceStateChange(
-        "d", "voice", 5, "v1", "active"
-    )
-    net = {
-        "event_id": "n1",
-        "device_id": "d",
-        "type": "network.aws_iot_session_changed",
-        "facts": {"connected": False},
-    }
-    assert device_state_change(7, json.dumps(net).encode()) == DeviceStateChange(
-        "d", "network", 7, "n1", "disconnected"
-    )
-    net["facts"] = {"connected": True, "session_state": "reconnecting"}
-    change = device_state_change(7, json.dumps(net).encode())
-    assert change is not None and change.state == "reconnecting"
-    other = {"event_id": "o", "device_id": "d", "type": "security.person_detected", "facts": {}}
-    assert device_state_change(1, json.dumps(other).encode()) is None
-    assert device_state_change(1, b"network.aws_iot_session_changed but not json") is None
-    assert device_state_change(1, None) is None
+def test_state_of_reads_network_and_voice_facts_only() -> None:
+    assert state_of("voice_llm.pipeline_state_changed", {"voice_session_active": True}) == ("voice", "active")
+    net = "network.aws_iot_session_changed"
+    assert state_of(net, {"connected": False}) == ("network", "disconnected")
+    assert state_of(net, {"connected": True, "session_state": "reconnecting"}) == ("network", "reconnecting")
+    assert state_of("security.person_detected", {"connected": False}) is None
+    assert state_of(net, {"connected": "no"}) is None
 
 
 def test_network_outage_and_voice_session_are_bands_and_the_voice_session_is_the_dispatch_cause() -> None:
@@ -649,12 +625,9 @@ def test_network_outage_and_voice_session_are_bands_and_the_voice_session_is_the
         DeviceStateChange(DEV_A, "network", T0 + 35_000, "net_up", "connected"),
         DeviceStateChange(DEV_B, "voice", T0 + 2_000, "voice_on", "active"),
         DeviceStateChange(DEV_B, "voice", T0 + 22_000, "voice_off", "idle"),
-        # a dead-lettered record draws nothing
-        DeviceStateChange(DEV_B, "network", T0 + 1, "obs_bad_1", "disconnected"),
     ]
     dispatch = {**rec["dispatches"][1], "trigger_event_id": "voice_on", "decision_id": None}
     rec["dispatches"] = [rec["dispatches"][0], dispatch, rec["dispatches"][2]]
-    rec["dead_letters"] = [{**rec["dead_letters"][0], "event_id": "obs_bad_1"}]
     dom = parse(render_report(**rec, device_states=changes))
     done = _lane(dom, EXP_DONE)
     bands = done.find_all(lambda n: n.tag == "rect" and "sb-network-disconnected" in n.classes)
