@@ -73,29 +73,45 @@ class ProgressWatch:
     failures: int = 0
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Sample every half second with one pair of clients, made again after a failure (the
+        broker down or moving) so a sample never waits on a dead connection."""
         tps = [TopicPartition(t, p) for t in self.topics for p in range(self.partitions)]
-        while not stop.is_set():
-            try:
-                await self._sample(tps)
-            except (KafkaError, OSError, TimeoutError):
-                self.failures += 1  # the broker is down or moving: the next sample tries again
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SAMPLE_EVERY_S)
+        clients: tuple[AIOKafkaAdminClient, AIOKafkaConsumer] | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    if clients is None:
+                        clients = await self._connect()
+                    await self._sample(tps, *clients)
+                except (KafkaError, OSError, TimeoutError):
+                    self.failures += 1  # the next sample tries again, on new clients
+                    if clients is not None:
+                        await _close(*clients)
+                        clients = None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), SAMPLE_EVERY_S)
+        finally:
+            if clients is not None:
+                await _close(*clients)
 
-    async def _sample(self, tps: list[TopicPartition]) -> None:
+    async def _connect(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
         try:
             async with asyncio.timeout(10):
                 await admin.start()
                 await consumer.start()
-                offsets = await admin.list_consumer_group_offsets(self.group)
-                ends = await consumer.end_offsets(tps)
-        finally:
-            with contextlib.suppress(*CLOSE_ERRORS):
-                await admin.close()
-            with contextlib.suppress(*CLOSE_ERRORS):
-                await consumer.stop()
+        except (KafkaError, OSError, TimeoutError):
+            await _close(admin, consumer)
+            raise
+        return admin, consumer
+
+    async def _sample(
+        self, tps: list[TopicPartition], admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer
+    ) -> None:
+        async with asyncio.timeout(10):
+            offsets = await admin.list_consumer_group_offsets(self.group)
+            ends = await consumer.end_offsets(tps)
         wanted = set(self.topics)
         committed = {
             (tp.topic, tp.partition): int(om.offset)
@@ -112,6 +128,13 @@ class ProgressWatch:
 
     def lag_now(self) -> int | None:
         return lag(self.samples[-1]) if self.samples else None
+
+
+async def _close(admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer) -> None:
+    with contextlib.suppress(*CLOSE_ERRORS):
+        await admin.close()
+    with contextlib.suppress(*CLOSE_ERRORS):
+        await consumer.stop()
 
 
 def summarise(pauses: dict[str, list[float | None]]) -> dict[str, dict[str, float | int | None]]:

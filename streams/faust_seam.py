@@ -167,13 +167,13 @@ class ShortFetchConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        _attr(consumer, "_fetch_max_wait_ms", "aiokafka.AIOKafkaConsumer")
+        part_of(consumer, "_fetch_max_wait_ms", "aiokafka.AIOKafkaConsumer")
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
         start = consumer.start
 
         async def start_gathering() -> None:
             await start()
-            gather_while_flowing(_attr(consumer, "_fetcher", "aiokafka.AIOKafkaConsumer"))
+            gather_while_flowing(part_of(consumer, "_fetcher", "aiokafka.AIOKafkaConsumer"))
 
         consumer.start = start_gathering
         return consumer
@@ -190,9 +190,9 @@ def gather_while_flowing(fetcher: Any) -> None:
     maximum load in ``guardian bench``, docs/PERFORMANCE.md); gathering always would have an idle
     worker ask ten times as often as now. The first record after a quiet spell is answered at once
     as before; behind a backlog the broker has the bytes at once either way."""
-    proc = _attr(fetcher, "_proc_fetch_request", "aiokafka.consumer.fetcher.Fetcher")
-    _attr(fetcher, "_fetch_min_bytes", "aiokafka.consumer.fetcher.Fetcher")
-    _attr(fetcher, "_fetch_max_wait_ms", "aiokafka.consumer.fetcher.Fetcher")
+    proc = part_of(fetcher, "_proc_fetch_request", "aiokafka.consumer.fetcher.Fetcher")
+    part_of(fetcher, "_fetch_min_bytes", "aiokafka.consumer.fetcher.Fetcher")
+    part_of(fetcher, "_fetch_max_wait_ms", "aiokafka.consumer.fetcher.Fetcher")
 
     async def proc_fetch_request(*args: Any) -> Any:
         brought = await proc(*args)  # True when records (or an error to raise) came for a partition
@@ -318,7 +318,7 @@ class EagerConsumer(faust_aiokafka.Consumer):
         own view of it (``_committed_offset``) is empty from a revocation until its seek after the
         tables are recovered, while its fetch loop may already hand records over."""
         thread = self._thread
-        client = _attr(thread, "_ensure_consumer", "faust AIOKafkaConsumerThread")()
+        client = part_of(thread, "_ensure_consumer", "faust AIOKafkaConsumerThread")()
         offset = await thread.call_thread(client.committed, tp)
         return int(offset) if offset is not None and offset >= 0 else None
 
@@ -450,18 +450,18 @@ def library_versions() -> str:
     return ", ".join(found)
 
 
-def _missing(what: str) -> SeamError:
+def missing_part(what: str) -> SeamError:
     return SeamError(
         f"Guardian cannot run on the installed {library_versions()}: {what} is missing "
         "(install the versions pinned in pyproject.toml)"
     )
 
 
-def _attr(obj: Any, name: str, where: str) -> Any:
+def part_of(obj: Any, name: str, where: str) -> Any:
     try:
         return getattr(obj, name)
     except AttributeError:
-        raise _missing(f"{where}.{name}") from None
+        raise missing_part(f"{where}.{name}") from None
 
 
 class SharedRocksOptions(faust_rocksdb.RocksDBOptions):
@@ -510,7 +510,7 @@ class SharedRocksOptions(faust_rocksdb.RocksDBOptions):
     def as_options(self) -> Any:
         """faust's ``RocksDBOptions.as_options`` for rocksdict, with the shared cache and budget."""
         if not self.use_rocksdict:
-            raise _missing("rocksdict as faust's RocksDB driver")
+            raise missing_part("rocksdict as faust's RocksDB driver")
         options = rocksdict.Options(raw_mode=True)
         options.create_if_missing(True)
         if self.max_open_files is not None:
@@ -535,8 +535,8 @@ def share_rocksdb_memory(tables: Iterable[Any], block_cache_bytes: int, write_bu
     write_buffers = rocksdict.WriteBufferManager(write_buffer_bytes, False) if write_buffer_bytes else None
     for table in tables:
         store = table.data
-        base = _attr(store, "rocksdb_options", "faust.stores.rocksdb.Store")
-        if _attr(store, "_dbs", "faust.stores.rocksdb.Store"):
+        base = part_of(store, "rocksdb_options", "faust.stores.rocksdb.Store")
+        if part_of(store, "_dbs", "faust.stores.rocksdb.Store"):
             raise RuntimeError(f"the RocksDB memory of table {table.name} is shared after it was opened")
         store.rocksdb_options = SharedRocksOptions(base, cache, write_buffers)
 
@@ -546,28 +546,28 @@ class RocksStores:
 
     def dbs(self, table: Any) -> Mapping[int, Any]:
         """partition -> open ``Rdict`` of ``table``'s store (the partitions this worker holds)."""
-        dbs = _attr(table.data, "_dbs", "faust.stores.rocksdb.Store")
+        dbs = part_of(table.data, "_dbs", "faust.stores.rocksdb.Store")
         return dict(dbs)
 
     def db(self, table: Any, partition: int) -> Any:
         """The ``Rdict`` of ``table``'s ``partition`` (opened if needed)."""
-        return _attr(table.data, "_db_for_partition", "faust.stores.rocksdb.Store")(partition)
+        return part_of(table.data, "_db_for_partition", "faust.stores.rocksdb.Store")(partition)
 
 
 def aiokafka_producer(app: Any) -> Callable[[], Any]:
     """A function returning faust's running ``AIOKafkaProducer``."""
-    return _attr(app.producer, "_ensure_producer", "faust.transport.drivers.aiokafka.Producer")  # type: ignore[no-any-return]
+    return part_of(app.producer, "_ensure_producer", "faust.transport.drivers.aiokafka.Producer")  # type: ignore[no-any-return]
 
 
 def committed_offsets(consumer: Any) -> Mapping[Any, int]:
     """TP -> committed offset, as faust's consumer keeps them (live: read it on every call)."""
-    return _attr(consumer, "_committed_offset", "faust.transport.consumer.Consumer")  # type: ignore[no-any-return]
+    return part_of(consumer, "_committed_offset", "faust.transport.consumer.Consumer")  # type: ignore[no-any-return]
 
 
 def set_producer_buffer(app: Any, max_messages: int) -> None:
     """How many messages faust's producer buffer holds before the stream waits for it."""
-    buffer = _attr(app.producer, "buffer", "faust.transport.producer.Producer")
-    _attr(buffer, "max_messages", "faust.transport.producer.ProducerBuffer")
+    buffer = part_of(app.producer, "buffer", "faust.transport.producer.Producer")
+    part_of(buffer, "max_messages", "faust.transport.producer.ProducerBuffer")
     buffer.max_messages = max_messages
 
 
@@ -620,7 +620,7 @@ class RecoveryWatch:
         return watch
 
     def _faust(self) -> Any:
-        return _attr(self.app.tables, "recovery", "faust.tables.manager.TableManager")
+        return part_of(self.app.tables, "recovery", "faust.tables.manager.TableManager")
 
     def on_revoked(self, *_: Any, **__: Any) -> None:
         """faust's ``on_partitions_revoked``: the assignment is gone, and its recovery with it."""
@@ -635,14 +635,14 @@ class RecoveryWatch:
         """faust's ``on_rebalance_complete``: the changelogs of its recovery's generation are read."""
         rec = self._faust()
         current = self.app.consumer_generation_id
-        running_for = _attr(rec, "_generation_id", "faust.tables.recovery.Recovery")
-        restarting = _attr(rec, "signal_recovery_start", "faust.tables.recovery.Recovery").is_set()
+        running_for = part_of(rec, "_generation_id", "faust.tables.recovery.Recovery")
+        restarting = part_of(rec, "signal_recovery_start", "faust.tables.recovery.Recovery").is_set()
         if running_for == current and not restarting:
             self.generation = current
 
     def completed(self) -> bool:
         """The tables are recovered for the current assignment."""
-        done = _attr(self._faust(), "completed", "faust.tables.recovery.Recovery").is_set()
+        done = part_of(self._faust(), "completed", "faust.tables.recovery.Recovery").is_set()
         return (
             bool(done)
             and not self.moving
@@ -654,8 +654,8 @@ class RecoveryWatch:
         """:meth:`completed`, and the changelog records faust's recovery still has to read."""
         completed = self.completed()
         rec = self._faust()
-        highwaters = _attr(rec, "active_highwaters", "faust.tables.recovery.Recovery")
-        offsets = _attr(rec, "active_offsets", "faust.tables.recovery.Recovery")
+        highwaters = part_of(rec, "active_highwaters", "faust.tables.recovery.Recovery")
+        offsets = part_of(rec, "active_offsets", "faust.tables.recovery.Recovery")
         remaining: dict[tuple[str, int], int] = {}
         for tp, high in list(highwaters.items()):
             if high is None or high < 0:
@@ -678,10 +678,10 @@ def assigned_topics(consumer: Any) -> list[str]:
 
 def producer_started(app: Any) -> bool:
     """faust's aiokafka producer exists and has not stopped."""
-    producer = _attr(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
+    producer = part_of(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
     if producer is None:
         return False
-    return not bool(_attr(producer, "_closed", "aiokafka.AIOKafkaProducer"))
+    return not bool(part_of(producer, "_closed", "aiokafka.AIOKafkaProducer"))
 
 
 def new_worker(app: Any, loglevel: str) -> Any:
@@ -717,7 +717,7 @@ def changelog_batches(batch_bytes: int) -> Callable[[], Any]:
     from aiokafka.record.default_records import DefaultRecordBatch
 
     if not has_zstd():
-        raise _missing("aiokafka's zstd codec (the cramjam package)")
+        raise missing_part("aiokafka's zstd codec (the cramjam package)")
 
     def new_batch() -> Any:
         return BatchBuilder(batch_bytes, DefaultRecordBatch.CODEC_ZSTD, is_transactional=False)
@@ -751,7 +751,7 @@ def check(app: Any, tables: list[Any]) -> None:
         (Fetcher, "_proc_fetch_request"),
     ):
         if not hasattr(cls, name):
-            raise _missing(f"{getattr(cls, '__qualname__', getattr(cls, '__name__', cls))}.{name}")
+            raise missing_part(f"{getattr(cls, '__qualname__', getattr(cls, '__name__', cls))}.{name}")
     consumer = app.consumer
     for name in (
         "_committed_offset",
@@ -764,12 +764,12 @@ def check(app: Any, tables: list[Any]) -> None:
         "_n_acked",
         "_waiting_for_ack",
     ):
-        _attr(consumer, name, "faust.transport.consumer.Consumer")
+        part_of(consumer, name, "faust.transport.consumer.Consumer")
     for name in ("_tp_to_callback", "_tp_to_callback_lock"):
-        _attr(app.topics, name, "faust.transport.conductor.Conductor")
+        part_of(app.topics, name, "faust.transport.conductor.Conductor")
     if not isinstance(consumer, faust_consumer.Consumer):
-        raise _missing("faust.transport.consumer.Consumer as the App's consumer")
-    _attr(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
+        raise missing_part("faust.transport.consumer.Consumer as the App's consumer")
+    part_of(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
     rec = app.tables.recovery
     for name in (
         "completed",
@@ -778,16 +778,16 @@ def check(app: Any, tables: list[Any]) -> None:
         "_generation_id",
         "signal_recovery_start",
     ):
-        _attr(rec, name, "faust.tables.recovery.Recovery")
+        part_of(rec, name, "faust.tables.recovery.Recovery")
     for name in ("consumer_generation_id", "on_rebalance_complete"):
-        _attr(app, name, "faust.App")
+        part_of(app, name, "faust.App")
     if not isinstance(rec, FaustRecovery):
-        raise _missing("faust.tables.recovery.Recovery as the table manager's recovery")
+        raise missing_part("faust.tables.recovery.Recovery as the table manager's recovery")
     stores = RocksStores()
     for table in tables:
         store = table.data
         if not isinstance(store, faust_rocksdb.Store):
-            raise _missing(f"a RocksDB store for table {table.name} (found {type(store).__name__})")
+            raise missing_part(f"a RocksDB store for table {table.name} (found {type(store).__name__})")
         stores.dbs(table)
 
 
@@ -810,13 +810,13 @@ class FetchState:
 def fetch_states(consumer: Any) -> dict[tuple[str, int], FetchState]:
     """(topic, partition) -> :class:`FetchState` of every partition assigned to faust's consumer
     (empty while its aiokafka consumer is not running)."""
-    thread = _attr(consumer, "_thread", "faust.transport.consumer.ThreadDelegateConsumer")
-    aio = _attr(thread, "_consumer", "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread")
+    thread = part_of(consumer, "_thread", "faust.transport.consumer.ThreadDelegateConsumer")
+    aio = part_of(thread, "_consumer", "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread")
     if aio is None:
         return {}
-    active = _attr(consumer, "_active_partitions", "faust.transport.consumer.Consumer") or set()
-    subscription = _attr(aio, "_subscription", "aiokafka.AIOKafkaConsumer").subscription
-    records = _attr(_attr(aio, "_fetcher", "aiokafka.AIOKafkaConsumer"), "_records", "aiokafka.Fetcher")
+    active = part_of(consumer, "_active_partitions", "faust.transport.consumer.Consumer") or set()
+    subscription = part_of(aio, "_subscription", "aiokafka.AIOKafkaConsumer").subscription
+    records = part_of(part_of(aio, "_fetcher", "aiokafka.AIOKafkaConsumer"), "_records", "aiokafka.Fetcher")
     assignment = None if subscription is None else subscription.assignment
     if assignment is None:
         return {}

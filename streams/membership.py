@@ -42,7 +42,7 @@ from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Int16, Int32, Schema, String
 
-from streams.faust_seam import SeamError, library_versions
+from streams.faust_seam import missing_part, part_of
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,8 @@ async def remove_static_member(coordinator: Any) -> None:
 def leave_for_good(coordinator: Any) -> None:
     """Make ``coordinator`` (aiokafka's ``GroupCoordinator`` of a static member) remove its member
     from the group when it closes, instead of keeping it until the session timeout."""
-    original = _get(coordinator, "_maybe_leave_group", "aiokafka GroupCoordinator")
-    closing = _get(coordinator, "_closing", "aiokafka GroupCoordinator")
+    original = part_of(coordinator, "_maybe_leave_group", "aiokafka GroupCoordinator")
+    closing = part_of(coordinator, "_closing", "aiokafka GroupCoordinator")
     if getattr(original, "guardian_leaves", False):
         return
 
@@ -161,11 +161,11 @@ def leave_for_good(coordinator: Any) -> None:
 
 def group_coordinator(consumer: Any) -> Any:
     """aiokafka's ``GroupCoordinator`` behind faust's consumer (None: not started yet)."""
-    thread = _get(consumer, "_thread", "faust ThreadDelegateConsumer")
-    aio = _get(thread, "_consumer", "faust AIOKafkaConsumerThread")
+    thread = part_of(consumer, "_thread", "faust ThreadDelegateConsumer")
+    aio = part_of(thread, "_consumer", "faust AIOKafkaConsumerThread")
     if aio is None:
         return None
-    return _get(aio, "_coordinator", "aiokafka AIOKafkaConsumer")
+    return part_of(aio, "_coordinator", "aiokafka AIOKafkaConsumer")
 
 
 def leave_on_stop(app: Any) -> None:
@@ -193,7 +193,7 @@ async def request_rejoin(consumer: Any, *, only_if_held: bool = False) -> str | 
     coordinator = group_coordinator(consumer)
     if coordinator is None:
         raise kafka_errors.KafkaError("the consumer has not started")
-    thread = _get(consumer, "_thread", "faust ThreadDelegateConsumer")
+    thread = part_of(consumer, "_thread", "faust ThreadDelegateConsumer")
 
     def rejoin() -> str | None:
         held = None
@@ -212,18 +212,4 @@ def check() -> None:
     """Verify, before the worker starts, what this module relies on in aiokafka."""
     for name in ("_maybe_leave_group", "_send_req", "request_rejoin", "reset_generation", "check_errors"):
         if not hasattr(GroupCoordinator, name):
-            raise _missing(f"aiokafka GroupCoordinator.{name}")
-
-
-def _missing(what: str) -> SeamError:
-    return SeamError(
-        f"Guardian cannot run on the installed {library_versions()}: {what} is missing "
-        "(install the versions pinned in pyproject.toml)"
-    )
-
-
-def _get(obj: Any, name: str, where: str) -> Any:
-    try:
-        return getattr(obj, name)
-    except AttributeError:
-        raise _missing(f"{where}.{name}") from None
+            raise missing_part(f"aiokafka GroupCoordinator.{name}")

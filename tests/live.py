@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from guardian.kafka_local import free_port
 from guardian.replay import InputRecord
@@ -199,3 +201,20 @@ def run_guardian(env: dict[str, str], *args: str, timeout_s: float) -> subproces
         timeout=timeout_s,
         check=False,
     )
+
+
+async def group_members(bootstrap: str, group: str) -> list[Any]:
+    """The group's members as its coordinator describes them (none while the broker has no
+    coordinator for the group yet: a group nobody has joined, on a broker that has just started,
+    has none for a moment)."""
+    client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    async with asyncio.timeout(30):
+        await client.start()
+        try:
+            described = await client.describe_consumer_groups([group])
+        except GroupCoordinatorNotAvailableError:
+            return []
+        finally:
+            await client.close()
+    groups = described[0].to_object()["groups"]
+    return list(groups[0]["members"]) if groups else []

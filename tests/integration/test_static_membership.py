@@ -19,14 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import GroupCoordinatorNotAvailableError
 from aiokafka.protocol.group import MemberAssignment
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.settings import Settings
 from streams.app import app_id
-from tests.live import Outputs, WorkerProcess, collect, produce
+from tests.live import Outputs, WorkerProcess, collect, group_members, produce
 from tests.streams import Script
 from topics.names import INPUT_SUFFIXES, TopicNames
 
@@ -38,18 +36,8 @@ SESSION_TIMEOUT_S = 30.0
 
 async def group_assignment(bootstrap: str, group: str) -> list[set[tuple[str, int]]]:
     """Each member's assigned topic-partitions, as the group coordinator has them."""
-    client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    async with asyncio.timeout(30):
-        await client.start()
-        try:
-            described = await client.describe_consumer_groups([group])
-        except GroupCoordinatorNotAvailableError:
-            return []
-        finally:
-            await client.close()
-    groups = described[0].to_object()["groups"]
     members = []
-    for member in groups[0]["members"] if groups else []:
+    for member in await group_members(bootstrap, group):
         raw = member["member_assignment"]
         held: set[tuple[str, int]] = set()
         if raw:

@@ -26,8 +26,6 @@ from typing import Any
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from bench import kafka_ops
 from bench.workload import device_ids, measured_records, setup_end, setup_records
@@ -37,7 +35,7 @@ from guardian.replay import InputRecord, ReplayResult, replay_records
 from streams.admin import create_topics
 from streams.app import app_id
 from tests.conftest import make_guardian_env
-from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce
+from tests.live import Outputs, WorkerProcess, assert_single_content, collect, group_members, produce
 from tests.scenario_scripts import SCENARIOS, build, hg12
 from topics.names import INPUT_SUFFIXES, TopicNames
 
@@ -261,22 +259,6 @@ def test_hg22_broker_restart_under_load(own_broker: LocalBroker, tmp_path: Path)
         worker.stop()
 
 
-async def _group_members(bootstrap: str, group: str) -> list[Any]:
-    """The group's members (none while the broker has no coordinator for the group yet: a group
-    nobody has joined, on a broker that has just started, has none for a moment)."""
-    client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    async with asyncio.timeout(30):
-        await client.start()
-        try:
-            described = await client.describe_consumer_groups([group])
-        except GroupCoordinatorNotAvailableError:
-            return []
-        finally:
-            await client.close()
-    groups = described[0].to_object()["groups"]
-    return list(groups[0]["members"]) if groups else []
-
-
 def worker_state(worker: WorkerProcess) -> str:
     """What a worker says of itself (/ready, its input lag), for a failure's message."""
     import urllib.request
@@ -340,7 +322,7 @@ def test_two_workers_split_partitions_then_one_leaves(
     third = len(records) // 3
     try:
         deadline = time.monotonic() + 90
-        while len(asyncio.run(_group_members(kafka_bootstrap, group))) < 2:
+        while len(asyncio.run(group_members(kafka_bootstrap, group))) < 2:
             assert time.monotonic() < deadline, "the two workers never formed one group\n" + w2.log_tail()
             assert w1.alive() and w2.alive(), w1.log_tail() + "\n" + w2.log_tail()
             time.sleep(1)
@@ -366,7 +348,7 @@ def test_two_workers_split_partitions_then_one_leaves(
         producing.start()
         asyncio.run(collect(kafka_bootstrap, names, some_decisions(10), timeout_s=120, settle_s=0.3))
         # the partitions are split: both workers are members, each with an assignment
-        assert len(asyncio.run(_group_members(kafka_bootstrap, group))) == 2
+        assert len(asyncio.run(group_members(kafka_bootstrap, group))) == 2
         assert two_thirds.wait(300)
         w2.stop()  # SIGTERM with GUARDIAN_LEAVE_ON_STOP: a clean leave; w1 takes its partitions over
         assert w2.proc is not None and w2.proc.returncode in (0, -15), w2.log_tail()

@@ -9,14 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
-from guardian.replay import InputRecord
 from pipeline.core import Pipeline
-from pipeline.runner import MemoryStore, Processor
+from pipeline.runner import MemoryStore
 from pipeline.task_events import MAX_SEQUENCE_JUMP
-from supervisor import rules
 from supervisor.summary import planner_summary
 from tables.state import DeviceState
 from tests.streams import T0, Script
+from tests.unit.test_hostile_core import feed, processor
 from topics.context import DOMAIN_TABLE, MAX_CLOCK_SKEW_MS, KeptEnvelope
 from topics.gate import Gate, Rejected
 from topics.plans import guardian_plan
@@ -27,19 +26,6 @@ REGISTRY = load_registry()
 DEVICE = "airbot-0001"
 TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000
 INT64_MAX = 2**63 - 1
-
-
-def processor() -> Processor:
-    return Processor(REGISTRY, Pipeline(REGISTRY, language="en"), rules.decide)
-
-
-def feed(proc: Processor, store: MemoryStore, records: list[InputRecord]) -> list[Any]:
-    outs: list[Any] = []
-    for r in records:
-        done = proc.process(store, r.suffix, r.key, r.value, source_topic=r.topic, partition=r.partition,
-                            offset=r.offset, received_at_ms=r.ts)  # fmt: skip
-        outs.extend(done.outs)
-    return outs
 
 
 def run(script: Script) -> tuple[MemoryStore, list[Any]]:

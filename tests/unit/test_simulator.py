@@ -26,6 +26,7 @@ from simulator.scenarios import (
     scenario_for,
 )
 from supervisor import rules
+from topics.envelope import Out
 from topics.gate import Admitted, Gate, Rejected
 from topics.plans import guardian_plan
 from topics.records import TaskEvent
@@ -73,6 +74,11 @@ class Loopback:
         self.offset = 0
 
     async def send(self, suffix: str, key: str, value: bytes, timestamp_ms: int) -> None:
+        for out in self.process(suffix, key, value, timestamp_ms):
+            self.deliver(out.kind, out.key, out.value)
+
+    def process(self, suffix: str, key: str, value: bytes, timestamp_ms: int) -> list[Out]:
+        """One record through the core; its outputs."""
         self.offset += 1
         done = self.processor.process(
             self.store,
@@ -84,9 +90,11 @@ class Loopback:
             offset=self.offset,
             received_at_ms=timestamp_ms,
         )
+        return done.outs
+
+    def deliver(self, kind: str, key: str | None, value: dict[str, Any]) -> None:
         assert self.fleet is not None
-        for out in done.outs:
-            self.fleet.handle_output(out.kind, out.key, orjson.dumps(out.value))
+        self.fleet.handle_output(kind, key, orjson.dumps(value))
 
 
 @pytest.fixture
@@ -498,25 +506,14 @@ class Redelivering(Loopback):
         self.tamper = tamper
 
     async def send(self, suffix: str, key: str, value: bytes, timestamp_ms: int) -> None:
-        self.offset += 1
-        done = self.processor.process(
-            self.store,
-            suffix,
-            key.encode(),
-            value,
-            source_topic=f"loop.{suffix}",
-            partition=0,
-            offset=self.offset,
-            received_at_ms=timestamp_ms,
-        )
-        assert self.fleet is not None
-        for out in done.outs:
-            self.fleet.handle_output(out.kind, out.key, orjson.dumps(out.value))
-        for out in done.outs:
+        outs = self.process(suffix, key, value, timestamp_ms)
+        for out in outs:
+            self.deliver(out.kind, out.key, out.value)
+        for out in outs:
             copy = dict(out.value)
             if self.tamper and out.kind == "dispatch":
                 copy["created_at_ms"] = int(copy["created_at_ms"]) + 1
-            self.fleet.handle_output(out.kind, out.key, orjson.dumps(copy))
+            self.deliver(out.kind, out.key, copy)
 
 
 def run_fleet(transport: Redelivering) -> Fleet:
