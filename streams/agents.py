@@ -848,7 +848,9 @@ class PipelineShell:
             self.batch.tally.inputs[suffix] += 1
             if self.metrics.trace is not None:
                 self.batch.tally.trace(self.metrics.trace.handled(msg, done.outs))
-        self.emit(done.outs, received_at_ms, Cause(msg.topic, partition, offset, msg.value, received_at_ms))
+        if done.outs:  # most records (state-only observations) have none: no cause to build
+            cause = Cause(msg.topic, partition, offset, msg.value, received_at_ms)
+            self.emit(done.outs, received_at_ms, cause)
         self.track(done, partition)
 
     def control(self, raw: bytes, coords: Coords, received_at_ms: int) -> None:
