@@ -5,7 +5,7 @@ Over the pipeline's own input topic, on the worker's App class and transport
 
 - ``agent``: a faust agent that only acks each event (faust's Event/channel/Stream path);
 - ``inbox``: faust's conductor hands the messages to an inbox drained in batches, each batch
-  acked at once (the path the worker takes, ``streams.faust_seam.BatchConductor`` and
+  acked at once (the path the worker takes, ``streams.seam.batch_conductor.BatchConductor`` and
   ``ack_all``).
 
 Each writes when it acked how many records to a progress file (``{"kind": "acked", "at": s,
@@ -29,9 +29,10 @@ from typing import Any, cast
 import faust
 import orjson
 
-from streams.agents import restore_log_level
 from streams.app import COMMIT_EVERY_NEVER, GuardianApp
-from streams.faust_seam import BatchConductor, ack_all, new_worker
+from streams.seam.batch_acks import ack_all
+from streams.seam.batch_conductor import BatchConductor
+from streams.seam.spinner import new_worker, restore_log_level
 
 INBOX_MAX = 10_000
 MODES = ("agent", "inbox")

@@ -2,7 +2,7 @@
 
 faust consumes the four input topics and the internal ``control`` topic (all co-partitioned by
 ``device_id``) as a consumer group, and its conductor hands their messages to the shell's inbox
-(``streams.faust_seam.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
+(``streams.seam.batch_conductor.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
 commits). The ``guardian.pipeline`` task (:class:`PipelineTask`) drains the inbox in batches: each
 record goes through the per-device merge of the input topics (``pipeline.order.DeviceMerge``),
 then :class:`pipeline.runner.Processor` over :class:`tables.store.faust_tables.FaustStore` (the
@@ -42,9 +42,12 @@ from aiokafka.errors import KafkaError
 
 from pipeline.order import DeviceMerge
 from pipeline.runner import Processed, Processor
-from streams import faust_seam
 from streams.claims import ClaimsReader
 from streams.metrics import BatchTally, GuardianMetrics
+from streams.seam.batch_acks import ack_all
+from streams.seam.reads import aiokafka_producer, committed_offsets, set_producer_buffer
+from streams.seam.recovery import RecoveryWatch
+from streams.seam.spinner import restore_log_level
 from supervisor.verdict import Verdict
 from tables.state import Trigger
 from tables.store.faust_tables import SEP, FaustStore, GuardianTables
@@ -589,7 +592,7 @@ class PipelineShell:
         if consumer is None or self.tp_factory is None:
             return None
         tp = self.tp_factory(topic, partition)
-        offset = faust_seam.committed_offsets(consumer).get(tp)
+        offset = committed_offsets(consumer).get(tp)
         try:
             if offset is None and hasattr(consumer, "broker_committed"):
                 offset = await consumer.broker_committed(tp)
@@ -613,7 +616,7 @@ class PipelineShell:
         consumer = self.consumer
         if consumer is None or self.tp_factory is None:
             return
-        committed = faust_seam.committed_offsets(consumer)
+        committed = committed_offsets(consumer)
         for tp in list(consumer.assignment()):
             suffix = self.names.suffix_of(tp.topic)
             key = (str(suffix), int(tp.partition))
@@ -1040,16 +1043,16 @@ class PipelineTask:
         consumer = app.consumer
         shell.consumer = consumer
         shell.tp_factory = TP
-        shell.batch.producer = faust_seam.aiokafka_producer(app)
-        committed_offsets = faust_seam.committed_offsets(consumer)
+        shell.batch.producer = aiokafka_producer(app)
+        known = committed_offsets(consumer)
 
         def committed(stream_key: str) -> int | None:
             suffix, _, partition = stream_key.rpartition(":")
-            offset = committed_offsets.get(TP(prefix + suffix, int(partition)))
+            offset = known.get(TP(prefix + suffix, int(partition)))
             return None if offset is None else int(offset)
 
         def ack(messages: list[Any]) -> None:
-            faust_seam.ack_all(consumer, messages)
+            ack_all(consumer, messages)
 
         shell.store.committed = committed
         shell.batch.ack = ack
@@ -1181,7 +1184,7 @@ class QuietDevices:
     """The ``guardian.confirm`` timer: after table recovery it rescans the local devices once (per
     assignment), then asks, through ``control``, to confirm the devices whose pending change is due."""
 
-    def __init__(self, shell: PipelineShell, recovery: faust_seam.RecoveryWatch) -> None:
+    def __init__(self, shell: PipelineShell, recovery: RecoveryWatch) -> None:
         self.shell = shell
         #: whether the tables are recovered for the current assignment (faust's own ``completed``
         #: stays set from the first assignment on: a rescan right after a later one read the store
@@ -1261,8 +1264,8 @@ class YoungOnlyCollector:
         self.installed = False
 
 
-def register_agents(app: Any, shell: PipelineShell, recovery: faust_seam.RecoveryWatch) -> list[str]:
-    """Declare the pipeline (fed by faust's conductor, see ``streams.faust_seam``) and its timers on
+def register_agents(app: Any, shell: PipelineShell, recovery: RecoveryWatch) -> list[str]:
+    """Declare the pipeline (fed by faust's conductor, see ``streams.seam``) and its timers on
     ``app`` (``recovery``: whether its tables are recovered for the current assignment); returns the
     names of what is registered."""
     names = shell.names
@@ -1277,7 +1280,7 @@ def register_agents(app: Any, shell: PipelineShell, recovery: faust_seam.Recover
         acks=True,
     )
     # faust subscribes, assigns, fetches, tracks acks and commits the topic; its messages go to the
-    # shell's inbox in batches instead of through an agent's stream (``streams.faust_seam``)
+    # shell's inbox in batches instead of through an agent's stream (``streams.seam``)
     app.topics.add(inputs)
     app.topics.route(set(inputs.topics), shell.receive)
 
@@ -1316,7 +1319,7 @@ def register_agents(app: Any, shell: PipelineShell, recovery: faust_seam.Recover
         # faust's producer buffer (what still goes through faust: owner-index writes, control
         # records) stops the stream whenever 100 messages wait, then drains them one by one: a
         # deep buffer keeps the stream flowing; faust still flushes it before every offset commit
-        faust_seam.set_producer_buffer(app, PRODUCER_BUFFER_MESSAGES)
+        set_producer_buffer(app, PRODUCER_BUFFER_MESSAGES)
 
     app.task(quiet_root_logger)
     collector = YoungOnlyCollector()
@@ -1359,16 +1362,3 @@ def expired_dedup_keys(
         if now_ms - seen_at > window_ms:
             expired.append(key)
     return expired, None
-
-
-def restore_log_level(root: logging.Logger) -> None:
-    """Undo faust's terminal spinner setting the root logger to DEBUG.
-
-    ``faust.Worker`` adds a spinner handler at DEBUG and lowers the root logger to DEBUG, so every
-    ``log.debug`` of faust and aiokafka (several per produced message) builds a LogRecord that only
-    advances a spinner: a noticeable share of a busy worker's CPU (docs/PERFORMANCE.md). The root
-    level goes back to the lowest level of the other handlers (the configured ``--loglevel``); what
-    is logged does not change."""
-    levels = [h.level for h in root.handlers if not faust_seam.is_spinner_handler(h) and h.level]
-    if levels and root.level < min(levels):
-        root.setLevel(min(levels))

@@ -6,15 +6,15 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
-from streams import membership
-from streams.faust_seam import SeamApp
+from streams.seam import membership
+from streams.seam.transport import SeamApp
 
 #: "commit every N acks" set past any count reached between two timer commits
 COMMIT_EVERY_NEVER = 1_000_000_000
 
 
 class GuardianApp(SeamApp):
-    """faust's App on the seam's eager transport (``streams.faust_seam``)."""
+    """faust's App on the seam's eager transport (``streams.seam``)."""
 
 
 def app_id(settings: Settings) -> str:
@@ -33,7 +33,7 @@ def create_app(
 ) -> GuardianApp:
     """A faust App on ``bootstrap`` with RocksDB tables under the data dir (one folder per worker);
     with ``web_port``, faust's web server on ``web_host:web_port`` (health, readiness, metrics);
-    with ``instance_id``, a static member of its consumer group (``streams.membership``)."""
+    with ``instance_id``, a static member of its consumer group (``streams.seam.membership``)."""
     datadir = Path(settings.tables_dir) / worker_id
     datadir.parent.mkdir(parents=True, exist_ok=True)
     web: dict[str, Any] = {"web_enabled": False}
@@ -47,7 +47,7 @@ def create_app(
     if instance_id is not None:
         # faust's assignor checks that an assignment names the worker's canonical URL (by default
         # its web host and port): the one a static member is given back on a restart was made for
-        # the member before it, so the URL must be the instance's own (``streams.membership``)
+        # the member before it, so the URL must be the instance's own (``streams.seam.membership``)
         web["canonical_url"] = membership.canonical_url(instance_id)
     return GuardianApp(
         app_id(settings),

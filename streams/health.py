@@ -1,7 +1,7 @@
 """Is the worker alive, is it ready, and what does it count: ``/healthz``, ``/ready``, ``/metrics``.
 
 A worker is *ready* when it has a partition assignment, its tables are recovered for that
-assignment (``streams.faust_seam.RecoveryWatch``: faust's own flag stays set after the first one),
+assignment (``streams.seam.recovery.RecoveryWatch``: faust's own flag stays set after the first one),
 the experience claims log is read to the end it had at start and no plan's claim is late
 (``streams.claims``), the stream flows (faust suspends it during a rebalance), the producer runs
 and no input partition it holds is stalled (``streams.stalls.InputWatch``).
@@ -34,8 +34,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams import faust_seam, membership
 from streams.metrics import GuardianMetrics, LiveCollector
+from streams.seam import membership
+from streams.seam.reads import assigned_topics, producer_started
+from streams.seam.recovery import RecoveryWatch
 from streams.stalls import Heal, InputWatch, WaitClock
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ WATCH_EVERY_S = 0.5
 
 @dataclass
 class Readiness:
-    """The worker's readiness, from faust's state (read through ``streams.faust_seam``)."""
+    """The worker's readiness, from faust's state (read through ``streams.seam``)."""
 
     app: Any
     timeout_s: float
@@ -54,7 +56,7 @@ class Readiness:
     #: no recovery progress (the worker logs it; it keeps trying)
     on_timeout: Callable[[str], Any]
     #: whether the tables are recovered for the current assignment
-    recovery: faust_seam.RecoveryWatch
+    recovery: RecoveryWatch
     #: the time waits are measured in (without time the process spent stopped)
     clock: WaitClock = field(default_factory=WaitClock)
     assigned: bool = False
@@ -113,7 +115,7 @@ class Readiness:
                 lacking.append("the stream is suspended (a rebalance is in progress)")
         if self.claims is not None:
             lacking.extend(self.claims.missing())
-        if not faust_seam.producer_started(app):
+        if not producer_started(app):
             lacking.append("the Kafka producer is not running")
         return lacking
 
@@ -150,7 +152,7 @@ class Readiness:
         if not self.told and now - stuck_since >= self.timeout_s:
             self.told = True
             self.timeouts += 1
-            topics = ", ".join(faust_seam.assigned_topics(self.app.consumer)) if self.assigned else ""
+            topics = ", ".join(assigned_topics(self.app.consumer)) if self.assigned else ""
             reason = (
                 f"worker not ready after {now - self.waiting_since:.0f} s "
                 f"(GUARDIAN_READY_TIMEOUT_S={self.timeout_s:g}), still trying: {'; '.join(lacking)}"

@@ -82,7 +82,7 @@ class WaitClock:
 
 @dataclass(frozen=True)
 class FetchView:
-    """Where the fetch of an input partition stands (``streams.faust_seam.FetchState``'s fields)."""
+    """Where the fetch of an input partition stands (``streams.seam.reads.FetchState``'s fields)."""
 
     position: int | None
     fetched_unread: bool

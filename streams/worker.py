@@ -4,7 +4,7 @@ Before faust starts, the worker checks what would otherwise fail late or silentl
 the broker (one line naming the address within ``BROKER_WAIT_S``), every topic it uses with a
 leader for each partition (the tables' changelogs created when missing: faust's assignor skips a
 topic the cluster metadata does not show yet, and a table whose changelog missed the first
-assignment never recovers), the web port, and faust's private parts (``streams.faust_seam``).
+assignment never recovers), the web port, and faust's private parts (``streams.seam``).
 Once running, ``streams.health.Readiness`` stops it (exit 5) when it is not ready in time.
 """
 
@@ -23,7 +23,7 @@ from config.exitcodes import Exit
 from config.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
-from streams import faust_seam, health, membership
+from streams import health
 from streams.admin import (
     PartitionMismatch,
     TopicError,
@@ -39,6 +39,14 @@ from streams.allocator import keep_large_blocks_mapped
 from streams.app import create_app
 from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
+from streams.seam import membership
+from streams.seam.check import check
+from streams.seam.parts import SeamError, library_versions
+from streams.seam.reads import changelog_topic_names, committed_offsets, fetch_states
+from streams.seam.recovery import RecoveryWatch
+from streams.seam.rocksdb_memory import share_rocksdb_memory
+from streams.seam.spinner import new_worker
+from streams.seam.table_writes import RocksStores, changelog_batches
 from streams.stalls import InputWatch, WaitClock
 from supervisor import rules
 from tables.claims import ClaimLog
@@ -80,8 +88,8 @@ def build_worker_app(
     if settings.leave_on_stop:
         membership.leave_on_stop(app)
     names = TopicNames(settings.topic_prefix)
-    tables = define_tables(app, settings.partitions, faust_seam.RocksStores())
-    faust_seam.share_rocksdb_memory(tables.all(), ROCKSDB_SHARED_BLOCK_CACHE, ROCKSDB_SHARED_WRITE_BUFFERS)
+    tables = define_tables(app, settings.partitions, RocksStores())
+    share_rocksdb_memory(tables.all(), ROCKSDB_SHARED_BLOCK_CACHE, ROCKSDB_SHARED_WRITE_BUFFERS)
     decide = rules.decide if settings.supervisor == "rules" else None
     processor = Processor(registry, Pipeline(registry, language=settings.language), decide)
     out_topics = {kind: getattr(names, kind) for kind in ("decisions", "dispatch", "timeline", "deadletter")}
@@ -95,7 +103,7 @@ def build_worker_app(
     )
     metrics.claims_held.set_function(lambda: len(claims.claims))
     metrics.claims_bytes.set_function(claims.claims.memory_bytes)
-    changelog_batch = faust_seam.changelog_batches(app.conf.producer_max_batch_size)
+    changelog_batch = changelog_batches(app.conf.producer_max_batch_size)
     store = FaustStore(tables, PendingWrites(tables.batched(), tables.access, changelog_batch))
     store.claims = claims.claims
     shell = PipelineShell(
@@ -119,7 +127,7 @@ def build_worker_app(
         if isinstance(lanes.backend, GeminiBackend):
             lanes.backend.on_call = metrics.model_call
             lanes.backend.on_fallback = metrics.model_fallback
-    recovery = faust_seam.RecoveryWatch.attach(app)
+    recovery = RecoveryWatch.attach(app)
     register_agents(app, shell, recovery)
     readiness = health.Readiness(
         app,
@@ -134,7 +142,7 @@ def build_worker_app(
     readiness.claims = claims
     readiness.inputs = InputWatch(
         lag=lambda: input_lag(app, names),
-        fetch=lambda: faust_seam.fetch_states(app.consumer),
+        fetch=lambda: fetch_states(app.consumer),
         idle=lambda: shell.waiting_since is not None,
         after_s=settings.stall_after_s,
     )
@@ -145,7 +153,7 @@ def build_worker_app(
 def input_lag(app: Any, names: TopicNames) -> dict[tuple[str, int], tuple[int, int | None]]:
     """(topic, partition) -> (high watermark, committed offset) of the assigned input partitions."""
     consumer = app.consumer
-    committed = faust_seam.committed_offsets(consumer)
+    committed = committed_offsets(consumer)
     inputs = {names.prefix + s for s in INPUT_SUFFIXES}
     lag: dict[tuple[str, int], tuple[int, int | None]] = {}
     for tp in list(consumer.assignment()):
@@ -198,7 +206,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except RegistryError as exc:
         _say(f"broken registry: {exc}")
         return Exit.USAGE
-    except faust_seam.SeamError as exc:
+    except SeamError as exc:
         _say(str(exc))
         return Exit.INTERNAL
     bootstrap = settings.resolve_bootstrap()
@@ -239,19 +247,19 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     except RegistryError as exc:
         _say(f"broken registry: {exc}")
         return Exit.USAGE
-    except faust_seam.SeamError as exc:
+    except SeamError as exc:
         _say(str(exc))
         return Exit.INTERNAL
     try:
-        faust_seam.check(app, shell.tables.all())
+        check(app, shell.tables.all())
         membership.check()
         expected = changelog_topics(shell.names)
-        found = faust_seam.changelog_topic_names(shell.tables.all())
+        found = changelog_topic_names(shell.tables.all())
         if found != expected:
-            raise faust_seam.SeamError(
-                f"faust names the changelog topics {found}, not {expected} ({faust_seam.library_versions()})"
+            raise SeamError(
+                f"faust names the changelog topics {found}, not {expected} ({library_versions()})"
             )
-    except faust_seam.SeamError as exc:
+    except SeamError as exc:
         _say(str(exc))
         return Exit.INTERNAL
     web = f", metrics on http://{settings.web_host}:{web_port}/metrics" if web_port else ""
@@ -261,7 +269,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         f"supervisor {settings.supervisor}) host {socket.gethostname()}{web}",
         flush=True,
     )
-    worker = faust_seam.new_worker(app, args.loglevel)
+    worker = new_worker(app, args.loglevel)
     assert shell.readiness is not None and shell.metrics is not None
     watching = worker.loop.create_task(
         health.watchdog(shell.readiness, shell.metrics, lambda step: health.heal(app, step))

@@ -11,7 +11,7 @@ record being processed.
 
 The app is passed in (``define_tables(app)``): this package never imports ``streams``. So is the
 access to the stores' per-partition RocksDB databases (:class:`StoreAccess`, which
-``streams.faust_seam.RocksStores`` implements: faust keeps them below its public surface).
+``streams.seam.table_writes.RocksStores`` implements: faust keeps them below its public surface).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class GuardianTables:
     devices: Any
     seen: Any
     owners: Any
-    #: how the stores' partition databases are reached (``streams.faust_seam.RocksStores``)
+    #: how the stores' partition databases are reached (``streams.seam.table_writes.RocksStores``)
     access: StoreAccess
 
     def all(self) -> list[Any]:

@@ -37,7 +37,7 @@ MAX_BEHIND = 4
 
 class StoreAccess(Protocol):
     """The per-partition RocksDB databases of a faust table's store (faust keeps them below its
-    public surface: ``streams.faust_seam.RocksStores`` implements this)."""
+    public surface: ``streams.seam.table_writes.RocksStores`` implements this)."""
 
     def dbs(self, table: Any) -> Mapping[int, Any]:
         """partition -> open database, for the partitions this worker holds."""
@@ -73,7 +73,7 @@ class PendingWrites:
     ) -> None:
         #: name -> faust table (its ``data`` is faust's RocksDB store, ``changelog_topic`` its topic)
         self.tables = tables
-        #: the stores' partition databases (``streams.faust_seam.RocksStores``)
+        #: the stores' partition databases (``streams.seam.table_writes.RocksStores``)
         self.access = access
         #: makes an empty record batch builder for changelog records (None: the producer's own,
         #: ``create_batch``); only faust's recovery reads the changelogs, so the worker's

@@ -1,4 +1,4 @@
-"""Static membership on a real broker (``streams.membership``).
+"""Static membership on a real broker (``streams.seam.membership``).
 
 A worker given its ID is a static member of its consumer group: killed (SIGKILL) and restarted
 under the same ID, it takes its partitions back without a rebalance (the group generation, as the

@@ -1,4 +1,4 @@
-"""The fetch hand-off without a task per message (``streams.faust_seam``)."""
+"""The fetch hand-off without a task per message (``streams.seam``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from streams.app import GuardianApp
-from streams.faust_seam import EagerConsumer, EagerTransport, run_eagerly
+from streams.seam.eager_handoff import run_eagerly
+from streams.seam.transport import EagerConsumer, EagerTransport
 
 
 def test_a_coroutine_that_does_not_suspend_finishes_without_a_task() -> None:
@@ -99,7 +100,7 @@ def test_the_worker_app_uses_the_eager_transport() -> None:
 def test_the_worker_consumer_lets_the_broker_hold_an_empty_fetch_briefly() -> None:
     """faust's worker consumer asks the broker to hold a fetch that finds nothing new for 1.5 s;
     a fetch of the quiet input topics then held back the next observations that long."""
-    from streams.faust_seam import FETCH_MAX_WAIT_MS, ShortFetchConsumerThread
+    from streams.seam.short_fetch import FETCH_MAX_WAIT_MS, ShortFetchConsumerThread
 
     async def main() -> None:
         app = GuardianApp("fetch-test", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
@@ -121,7 +122,7 @@ def test_fetches_gather_records_only_while_records_flow() -> None:
     (an idle worker does not poll faster than before, and a quiet spell's first record is not held)."""
     from aiokafka.consumer.fetcher import Fetcher
 
-    from streams.faust_seam import (
+    from streams.seam.short_fetch import (
         FETCH_GATHER_BYTES,
         FETCH_GATHER_MS,
         FETCH_MAX_WAIT_MS,
@@ -199,7 +200,7 @@ def test_a_delivered_batch_is_acked_as_faust_acks_each_message() -> None:
     from faust.transport.consumer import Consumer
     from faust.types import TP
 
-    from streams.faust_seam import ack_all
+    from streams.seam.batch_acks import ack_all
 
     committed: dict[Any, int | None] = {TP("in-a", 1): 10}  # offset 9 of in-a/1 is committed already
     faust_way, batch_way = AckBook(committed), AckBook(committed)

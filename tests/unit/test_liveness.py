@@ -13,9 +13,12 @@ from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.settings import Settings, SettingsError
-from streams import faust_seam, health, membership
+from streams import health
 from streams.health import Readiness
 from streams.metrics import GuardianMetrics
+from streams.seam import membership
+from streams.seam.reads import FetchState
+from streams.seam.recovery import RecoveryWatch
 from streams.stalls import Heal, InputWatch, WaitClock
 from tests.unit.test_worker_never_dark import fake_app
 
@@ -61,7 +64,7 @@ def test_a_stopped_worker_does_not_count_the_time_stopped_as_waiting() -> None:
     came 20 s early (and it exited 5); the wait told counts only the time it ran."""
     raw = Clock()
     reasons: list[str] = []
-    watch = faust_seam.RecoveryWatch(fake_app(completed=True))
+    watch = RecoveryWatch(fake_app(completed=True))
     watch.on_rebalance_complete()
     readiness = Readiness(fake_app(completed=True), 60.0, reasons.append, watch, WaitClock(0.5, raw))
     start = raw.t
@@ -89,8 +92,8 @@ class Partition:
     def lag(self) -> dict[tuple[str, int], tuple[int, int | None]]:
         return {("p.observations", 2): (self.high, self.committed)} if self.assigned else {}
 
-    def fetch(self) -> dict[tuple[str, int], faust_seam.FetchState]:
-        state = faust_seam.FetchState(self.position, False, False, WALL_MS)
+    def fetch(self) -> dict[tuple[str, int], FetchState]:
+        state = FetchState(self.position, False, False, WALL_MS)
         return {("p.observations", 2): state} if self.assigned else {}
 
 
@@ -98,7 +101,7 @@ def stalled_worker(after_s: float = 15.0) -> tuple[Readiness, Partition, list[st
     reasons: list[str] = []
     part = Partition()
     app = fake_app(completed=True)
-    watch = faust_seam.RecoveryWatch(app)
+    watch = RecoveryWatch(app)
     watch.on_rebalance_complete()
     readiness = Readiness(app, 60.0, reasons.append, watch, WaitClock(0.5, lambda: 0.0))
     readiness.inputs = InputWatch(part.lag, part.fetch, lambda: True, after_s=after_s)
@@ -320,9 +323,7 @@ def test_stall_and_leave_settings() -> None:
 def test_a_worker_without_an_assignment_asks_again_every_timeout() -> None:
     reasons: list[str] = []
     app = fake_app(completed=True)
-    readiness = Readiness(
-        app, 5.0, reasons.append, faust_seam.RecoveryWatch(app), WaitClock(0.5, lambda: 0.0)
-    )
+    readiness = Readiness(app, 5.0, reasons.append, RecoveryWatch(app), WaitClock(0.5, lambda: 0.0))
     readiness.check(4.0)
     assert readiness.heals == []
     readiness.check(5.0)

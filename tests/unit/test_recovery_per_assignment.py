@@ -1,4 +1,4 @@
-"""Tables recovered *for the current assignment* (``streams.faust_seam.RecoveryWatch``), as the
+"""Tables recovered *for the current assignment* (``streams.seam.recovery.RecoveryWatch``), as the
 worker's readiness, its ``guardian_table_recovery_completed`` metric and the quiet devices' rescan
 see it, driven through faust's own recovery object on the worker's real App.
 
@@ -20,10 +20,12 @@ from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.settings import Settings
-from streams import faust_seam
 from streams.agents import QuietDevices
 from streams.health import Readiness
 from streams.metrics import GuardianMetrics
+from streams.seam.check import check
+from streams.seam.parts import SeamError
+from streams.seam.recovery import RecoveryWatch
 
 
 class Shell:
@@ -230,7 +232,7 @@ def test_the_recovery_progress_keeps_a_later_assignment_waiting(worker: Worker) 
 
 
 def test_the_seam_check_passes_and_a_missing_recovery_part_is_named(worker: Worker) -> None:
-    faust_seam.check(worker.app, [])
+    check(worker.app, [])
     app = SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace()), consumer_generation_id=1)
-    with pytest.raises(faust_seam.SeamError, match=r"faust\.tables\.recovery\.Recovery\._generation_id"):
-        faust_seam.RecoveryWatch(app).on_rebalance_complete()
+    with pytest.raises(SeamError, match=r"faust\.tables\.recovery\.Recovery\._generation_id"):
+        RecoveryWatch(app).on_rebalance_complete()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from streams import faust_seam
+from streams.seam.rocksdb_memory import SharedRocksOptions, share_rocksdb_memory
 from tables.store.faust_tables import ROCKSDB_SHARED_BLOCK_CACHE, ROCKSDB_SHARED_WRITE_BUFFERS
 
 PARTITIONS = 4
@@ -96,7 +96,7 @@ def test_the_tables_keep_their_own_settings(tmp_path: Path) -> None:
     tables = worker_tables(tmp_path)
     for table in tables:
         options = table.data.rocksdb_options
-        assert isinstance(options, faust_seam.SharedRocksOptions)
+        assert isinstance(options, SharedRocksOptions)
         assert options.bloom_filter_size == 10
         assert options.write_buffer_size == 4 * 1024**2
 
@@ -106,7 +106,7 @@ def test_memory_is_shared_only_before_a_database_is_opened(tmp_path: Path) -> No
     dbs = open_all(tables[:1])
     try:
         with pytest.raises(RuntimeError, match="after it was opened"):
-            faust_seam.share_rocksdb_memory(tables[:1], CACHE, 0)
+            share_rocksdb_memory(tables[:1], CACHE, 0)
     finally:
         close_all(dbs)
 

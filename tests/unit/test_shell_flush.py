@@ -11,7 +11,7 @@ import orjson
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
 from streams.agents import PipelineShell
-from streams.faust_seam import RocksStores
+from streams.seam.table_writes import RocksStores
 from supervisor import rules
 from tables.store.faust_tables import FaustStore, GuardianTables
 from tables.store.writes import PendingWrites

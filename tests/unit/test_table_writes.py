@@ -18,7 +18,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.memory_records import MemoryRecords
 from rocksdict import Options, Rdict
 
-from streams.faust_seam import RocksStores, changelog_batches
+from streams.seam.table_writes import RocksStores, changelog_batches
 from tables.state import DeviceState, ExperienceState
 from tables.store.faust_tables import DeviceEntry, FaustStore, GuardianTables, is_entry_key, plan_key
 from tables.store.writes import PendingWrites

@@ -23,9 +23,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.exitcodes import Exit
 from config.settings import Settings, SettingsError
 from guardian.kafka_local import free_port
-from streams import faust_seam
 from streams.health import Readiness
 from streams.metrics import GuardianMetrics
+from streams.seam.check import check
+from streams.seam.parts import SeamError
+from streams.seam.reads import FetchState, changelog_topic_names, fetch_states
+from streams.seam.recovery import RecoveryWatch
+from streams.seam.table_writes import RocksStores
 from streams.stalls import InputWatch, WaitClock
 from tests.unit.test_shell_flush import Acked, HeldProducer, handed_over, shell_over
 from topics.envelope import Out
@@ -64,7 +68,7 @@ def fake_app(*, completed: bool, remaining: int = 0, producer: bool = True, flow
 def readiness_over(app: Any, timeout_s: float, on_timeout: Any, clock: WaitClock | None = None) -> Readiness:
     """Readiness of a fake app whose generation's recovery has ended if faust says so (the real
     objects: ``test_recovery_per_assignment``)."""
-    watch = faust_seam.RecoveryWatch(app)
+    watch = RecoveryWatch(app)
     if app.tables.recovery.completed.is_set():
         watch.on_rebalance_complete()
     return Readiness(app, timeout_s, on_timeout, watch, clock or WaitClock())
@@ -131,7 +135,7 @@ def test_the_reason_names_the_topics_from_the_real_consumer() -> None:
     """The reason asks faust's own consumer (a fake that answered what faust's does not hid a
     crash: the watchdog died when it gave up on an assigned worker, which then never exited)."""
     from streams.app import GuardianApp
-    from streams.faust_seam import assigned_topics
+    from streams.seam.reads import assigned_topics
 
     app = GuardianApp("ready-topics", broker="kafka://127.0.0.1:1", store="memory://", web_enabled=False)
     try:
@@ -164,10 +168,10 @@ class Inputs:
     def lag(self) -> dict[tuple[str, int], tuple[int, int | None]]:
         return {("p.observations", 2): (self.high, self.committed), ("p.plans", 2): (10, 10)}
 
-    def fetch(self) -> dict[tuple[str, int], faust_seam.FetchState]:
+    def fetch(self) -> dict[tuple[str, int], FetchState]:
         return {
-            ("p.observations", 2): faust_seam.FetchState(self.position, False, True, self.answered_ms),
-            ("p.plans", 2): faust_seam.FetchState(10, False, True, self.answered_ms),
+            ("p.observations", 2): FetchState(self.position, False, True, self.answered_ms),
+            ("p.plans", 2): FetchState(10, False, True, self.answered_ms),
         }
 
     def watch(self) -> InputWatch:
@@ -209,26 +213,26 @@ def test_the_fetch_state_of_a_partition_reads_faust_and_aiokafka() -> None:
         _fetcher=SimpleNamespace(_records={other: object()}),
     )
     consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=aio), _active_partitions={other})
-    assert faust_seam.fetch_states(consumer) == {
-        ("p.observations", 2): faust_seam.FetchState(2500, False, False, 123),
-        ("p.plans", 2): faust_seam.FetchState(None, True, True, None),
+    assert fetch_states(consumer) == {
+        ("p.observations", 2): FetchState(2500, False, False, 123),
+        ("p.plans", 2): FetchState(None, True, True, None),
     }
     consumer._thread._consumer = None  # not running
-    assert faust_seam.fetch_states(consumer) == {}
+    assert fetch_states(consumer) == {}
 
 
 # -- the seam -------------------------------------------------------------------------------------
 
 
 def test_a_missing_private_attribute_names_the_versions_and_the_attribute() -> None:
-    with pytest.raises(faust_seam.SeamError) as err:
-        faust_seam.RocksStores().dbs(SimpleNamespace(data=object()))
+    with pytest.raises(SeamError) as err:
+        RocksStores().dbs(SimpleNamespace(data=object()))
     text = str(err.value)
     assert "faust.stores.rocksdb.Store._dbs" in text
     assert "faust-streaming 0.15.3" in text and "aiokafka 0.14.0" in text
-    with pytest.raises(faust_seam.SeamError, match=r"Recovery\.completed"):
+    with pytest.raises(SeamError, match=r"Recovery\.completed"):
         app = SimpleNamespace(tables=SimpleNamespace(recovery=SimpleNamespace()), consumer_generation_id=1)
-        faust_seam.RecoveryWatch(app).state()
+        RecoveryWatch(app).state()
 
 
 def test_the_seam_check_passes_on_the_pinned_versions(tmp_path: Path) -> None:
@@ -236,8 +240,8 @@ def test_the_seam_check_passes_on_the_pinned_versions(tmp_path: Path) -> None:
 
     settings = Settings.from_env({"GUARDIAN_DATA_DIR": str(tmp_path), "GUARDIAN_TOPIC_PREFIX": "s."})
     app, shell = build_worker_app(settings, bootstrap="127.0.0.1:9", worker_id="w0")
-    faust_seam.check(app, shell.tables.all())
-    assert faust_seam.changelog_topic_names(shell.tables.all()) == [
+    check(app, shell.tables.all())
+    assert changelog_topic_names(shell.tables.all()) == [
         "s.worker-devices-changelog",
         "s.worker-seen-changelog",
         "s.worker-owners-changelog",
@@ -247,7 +251,7 @@ def test_the_seam_check_passes_on_the_pinned_versions(tmp_path: Path) -> None:
 def test_the_dedup_sweep_without_a_store_is_an_error_not_zero(tmp_path: Path) -> None:
     shell, _ = shell_over(tmp_path, HeldProducer())
     shell.tables.seen = SimpleNamespace(data=object(), name="seen")
-    with pytest.raises(faust_seam.SeamError):
+    with pytest.raises(SeamError):
         shell.sweep(0, 1_000)
 
 

@@ -1,8 +1,26 @@
 """The worker's membership of its consumer group: static membership, leaving for good, rejoining.
 
-Like ``streams.faust_seam``, this module reaches below aiokafka's public surface, and nothing
-else does for the group's membership: :func:`check` verifies what it relies on when the worker
-starts (a missing attribute stops the worker naming the installed versions).
+What faust/aiokafka does: faust joins as a dynamic member; a static member (aiokafka
+``group_instance_id``) sends no LeaveGroup when it stops (``GroupCoordinator._maybe_leave_group``),
+and aiokafka has LeaveGroup v0-v1 only, no member removal by instance ID; an error it holds back
+for a fetch that never comes keeps a worker out of the group.
+
+Why we differ: a worker killed and back 2 s later was a new member, and the broker rebalanced the
+whole group twice after its 30 s session timeout; a static member scaled down held its partitions
+that long; a worker whose join was refused (another consumer held the group) never joined. What
+each part does is below. Private parts: aiokafka's ``GroupCoordinator`` (``_maybe_leave_group``,
+``_closing``, ``request_rejoin``), faust's consumer ``_thread``; :func:`check` verifies them when
+the worker starts (a missing attribute stops the worker naming the installed versions).
+
+Upstream issue: faust-streaming #629, #175, #523 (rebalances; static membership is the mitigation
+upstream suggests for a restarted member).
+
+Proved by: ``tests/integration/test_static_membership.py``:
+``test_a_static_member_killed_and_restarted_under_its_id_resumes_without_a_rebalance``,
+``test_a_worker_leaving_for_good_hands_its_partitions_over_before_the_session_timeout``;
+``tests/unit/test_liveness.py``: ``test_leave_group_v3_names_the_member_by_its_instance_id``,
+``test_a_static_member_leaves_for_good_only_when_its_consumer_closes``,
+``test_a_join_error_aiokafka_holds_back_is_taken_so_it_tries_again``.
 
 **Static membership (KIP-345).** A worker given its ID (``--worker-id`` or ``GUARDIAN_WORKER_ID``)
 joins its group as a static member under that ID (faust's ``consumer_group_instance_id``, which
@@ -42,7 +60,7 @@ from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Int16, Int32, Schema, String
 
-from streams.faust_seam import missing_part, part_of
+from streams.seam.parts import missing_part, part_of
 
 log = logging.getLogger(__name__)
 
