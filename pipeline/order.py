@@ -1,7 +1,7 @@
 """The order in which one device's input records are processed (docs/CONTRACTS.md §2 rule 11).
 
 The one implementation of the rule, used by the live worker (:class:`DeviceMerge`, fed by
-``streams.agents``) and by ``guardian replay`` (:class:`OrderClocks` and :data:`RANK` give its sort
+``streams.held``) and by ``guardian replay`` (:class:`OrderClocks` and :data:`RANK` give its sort
 key; :func:`in_order` for records held in memory):
 
 - within one topic, a device's records go in offset order;

@@ -1,6 +1,11 @@
-"""The faust shell: ``streams.app`` (the App and its settings only), ``streams.agents`` (the agent
-and timers that move records between Kafka, the RocksDB tables and the functional core),
-``streams.seam`` (every faust behaviour replaced, one file each, and every access below faust's,
-mode's, aiokafka's and rocksdict's public surface, checked at start), ``streams.metrics`` and
-``streams.health`` (what the worker counts, readiness, ``/healthz`` ``/ready`` ``/metrics``) and
-``streams.worker`` (``guardian worker``). No judgement lives here."""
+"""The faust shell. ``streams.app`` (the App and its settings only); ``streams.agents``
+(``register_agents``: the pipeline task and timers declared on the app); the objects that own the
+shell's state, wired by ``streams.shell.PipelineShell``: ``streams.inbox`` (what faust handed
+over), ``streams.positions`` (where each input topic-partition stands), ``streams.held`` (the
+merge and the plans waiting for their claims), ``streams.commit_batch`` (what is processed,
+flushed and may be committed), ``streams.quiet`` and ``streams.sweep`` (quiet devices, the dedup
+sweep); ``streams.pipeline_task`` (the ``guardian.pipeline`` task); ``streams.seam`` (every faust
+behaviour replaced, one file each, and every access below faust's, mode's, aiokafka's and
+rocksdict's public surface, checked at start); ``streams.metrics`` and ``streams.health`` (what the
+worker counts, readiness, ``/healthz`` ``/ready`` ``/metrics``) and ``streams.worker`` (``guardian
+worker``). No judgement lives here."""

@@ -66,7 +66,7 @@ class Store(Protocol):
 
 
 class Shell(Protocol):
-    """What the lanes use of ``streams.agents.PipelineShell``."""
+    """What the lanes use of ``streams.shell.PipelineShell``."""
 
     @property
     def store(self) -> Store: ...

@@ -34,7 +34,7 @@ from streams.admin import (
     unreachable,
     wait_for_broker,
 )
-from streams.agents import PipelineShell, register_agents
+from streams.agents import register_agents
 from streams.allocator import keep_large_blocks_mapped
 from streams.app import create_app
 from streams.claims import ClaimsReader
@@ -47,6 +47,7 @@ from streams.seam.recovery import RecoveryWatch
 from streams.seam.rocksdb_memory import share_rocksdb_memory
 from streams.seam.spinner import new_worker
 from streams.seam.table_writes import RocksStores, changelog_batches
+from streams.shell import PipelineShell
 from streams.stalls import InputWatch, WaitClock
 from supervisor import rules
 from tables.claims import ClaimLog
@@ -143,7 +144,7 @@ def build_worker_app(
     readiness.inputs = InputWatch(
         lag=lambda: input_lag(app, names),
         fetch=lambda: fetch_states(app.consumer),
-        idle=lambda: shell.waiting_since is not None,
+        idle=lambda: shell.inbox.waiting_since is not None,
         after_s=settings.stall_after_s,
     )
     shell.readiness = readiness

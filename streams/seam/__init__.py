@@ -43,5 +43,5 @@ Not replacements: ``transport.py`` puts the replacements together (``SeamApp``, 
 states; the producer buffer's depth), ``parts.py`` and ``check.py`` reach and verify the private
 parts. Elsewhere, not replacing faust but working around it: ``streams/stalls.py`` (a partition
 assigned and never fetched, faust-streaming #629) and the flush and commit protocol of
-``streams/agents.py`` (faust's per-message acks and its revocation's flush).
+``streams/commit_batch.py`` (faust's per-message acks and its revocation's flush).
 """

@@ -40,7 +40,7 @@ class LogGapsOnly(faust_aiokafka.Consumer):
         ahead of or behind what the pipeline was given (a record fetched before the rebalance and
         handed over after it), so the records in between were counted as acked and committed
         without ever being processed. The pipeline checks each partition's offsets itself
-        (``PipelineShell.in_order``) and reports the gaps the log really has
+        (``streams.positions.Positions.in_order``) and reports the gaps the log really has
         (:meth:`add_log_gap`)."""
         conductor = self.app.topics
         if isinstance(conductor, BatchConductor) and tp.topic in conductor.batch_topics:

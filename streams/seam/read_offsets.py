@@ -36,7 +36,7 @@ class ReadOffsets(dict[Any, Any]):
     missing from the log. Around a rebalance that offset can be ahead of what the pipeline was
     given (records fetched before the rebalance, dropped with the inbox), and the records read
     again were dropped: the pipeline checks each partition's order itself
-    (``PipelineShell.in_order``: a record seen already is skipped there, a record past the next
+    (``streams.positions.Positions.in_order``: a record seen already is skipped there, a record past the next
     one makes it read the partition again), so for its topics faust hands over every record."""
 
     def __init__(self, batch_topics: Callable[[], frozenset[str]]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.agents import expired_dedup_keys
+from streams.sweep import expired_dedup_keys
 
 WINDOW = 600_000
 

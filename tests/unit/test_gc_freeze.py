@@ -6,7 +6,7 @@ import asyncio
 import gc
 import weakref
 
-from streams.agents import YoungOnlyCollector
+from streams.gc_freeze import YoungOnlyCollector
 
 
 class Node:

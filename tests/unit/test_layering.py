@@ -116,7 +116,7 @@ def test_the_worker_registers_its_pipeline_and_timers(tmp_path: Path) -> None:
     settings = Settings.from_env({"GUARDIAN_DATA_DIR": str(tmp_path), "GUARDIAN_PARTITIONS": "4"})
     app, shell = build_worker_app(settings, bootstrap="127.0.0.1:9", worker_id="t")
     # the input topics and control go to the shell's inbox through faust's conductor, in batches
-    assert app.topics.batch_sink == shell.receive
+    assert app.topics.batch_sink == shell.inbox.receive
     assert set(app.topics.batch_topics) == {
         f"guardian.{s}" for s in ("plans", "device-context", "task-events", "observations", "control")
     }

@@ -20,16 +20,16 @@ from faust.types import TP
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.settings import Settings
-from streams.agents import QuietDevices
 from streams.health import Readiness
 from streams.metrics import GuardianMetrics
+from streams.quiet import QuietDevices
 from streams.seam.check import check
 from streams.seam.parts import SeamError
 from streams.seam.recovery import RecoveryWatch
 
 
 class Shell:
-    """The shell's part the ``guardian.confirm`` timer drives (``streams.agents.QuietDevices``):
+    """The shell's part the ``guardian.confirm`` timer drives (``streams.quiet.QuietDevices``):
     the devices its store holds with a pending change."""
 
     def __init__(self) -> None:
@@ -145,7 +145,7 @@ def test_a_later_assignment_is_recovered_once_its_own_recovery_ends(worker: Work
     passed: a rescan at the first tick after the rebalance read the store before it held the
     device, and its deadline never came."""
     shell = Shell()
-    quiet = QuietDevices(shell, worker.recovery)  # type: ignore[arg-type]
+    quiet = QuietDevices(shell, shell.send_control, worker.recovery)  # type: ignore[arg-type]
 
     worker.rebalance(1, left=3)
     assert worker.about_tables() == ["table recovery not complete (3 changelog records to read)"]

@@ -10,8 +10,8 @@ import orjson
 
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
-from streams.agents import PipelineShell
 from streams.seam.table_writes import RocksStores
+from streams.shell import PipelineShell
 from supervisor import rules
 from tables.store.faust_tables import FaustStore, GuardianTables
 from tables.store.writes import PendingWrites
@@ -71,9 +71,9 @@ def shell_over(
         control_topic=None,
         **options,
     )
-    shell.batch.producer = lambda: producer
-    shell.batch.on_lost = on_lost
-    shell.batch.ack = acked
+    shell.batch.delivery.producer = lambda: producer
+    shell.batch.delivery.on_lost = on_lost
+    shell.batch.delivery.ack = acked
     return shell, lost
 
 
@@ -172,29 +172,29 @@ def test_a_batch_with_nothing_to_send_is_acked_at_once(tmp_path: Path) -> None:
 def test_a_rebalance_forgets_what_was_not_flushed(tmp_path: Path) -> None:
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
-        await shell.receive("message-2")
+        await shell.inbox.receive("message-2")
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
         shell.batch.unacked = ["event-1"]
         shell.drop_unflushed()
         assert shell.batch.unacked == [] and len(shell.store.writes) == 0
-        assert shell.inbox == [] and not shell.inbox_ready.is_set()
+        assert shell.inbox.messages == [] and not shell.inbox.ready.is_set()
 
     asyncio.run(main())
 
 
 def test_a_full_inbox_holds_the_fetcher_until_the_pipeline_takes_it(tmp_path: Path) -> None:
-    from streams import agents
+    from streams import inbox as inbox_mod
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
-        for i in range(agents.INBOX_MAX - 1):
-            await shell.receive(f"m{i}")
-        last = asyncio.ensure_future(shell.receive("last"))
+        for i in range(inbox_mod.INBOX_MAX - 1):
+            await shell.inbox.receive(f"m{i}")
+        last = asyncio.ensure_future(shell.inbox.receive("last"))
         await asyncio.sleep(0)
-        assert not last.done() and shell.inbox_ready.is_set()
-        batch = shell.take_inbox()
+        assert not last.done() and shell.inbox.ready.is_set()
+        batch = shell.inbox.take()
         await asyncio.wait_for(last, 1)
-        assert len(batch) == agents.INBOX_MAX and batch[-1] == "last"
+        assert len(batch) == inbox_mod.INBOX_MAX and batch[-1] == "last"
 
     asyncio.run(main())
 
@@ -219,53 +219,55 @@ def batch_of(shell: PipelineShell, clock: Clock, n: int, outs: list[Out] | None 
 
 
 def test_a_batch_with_a_decision_is_flushed_soon_after_the_decision(tmp_path: Path) -> None:
-    from streams import agents
+    from streams import commit_batch as commit_batch_mod
 
     shell, _ = shell_over(tmp_path, HeldProducer())
     clock = Clock()
     shell.batch.clock = clock
     batch_of(shell, clock, 3)
-    clock.now += agents.FLUSH_AFTER_S * 3  # state-only records handled a while ago
+    clock.now += commit_batch_mod.FLUSH_AFTER_S * 3  # state-only records handled a while ago
     assert not shell.batch.due()
     batch_of(shell, clock, 1, [Out("decisions", "dev-1", {"decision_id": "dec_1"})])
     assert not shell.batch.due()  # its clock starts at the decision, not at the batch's first record
-    clock.now += agents.FLUSH_AFTER_S
+    clock.now += commit_batch_mod.FLUSH_AFTER_S
     assert shell.batch.due()
 
 
 def test_a_batch_of_state_changes_and_drops_grows_larger_and_longer(tmp_path: Path) -> None:
-    from streams import agents
+    from streams import commit_batch as commit_batch_mod
 
     shell, _ = shell_over(tmp_path, HeldProducer())
     clock = Clock()
     shell.batch.clock = clock
     drop = Out("timeline", "dev-1", {"stage": "drop", "drop_reason": "duplicate"})
-    batch_of(shell, clock, agents.FLUSH_RECORDS, [drop, Out("deadletter", None, {"reason_code": "x"})])
-    clock.now += agents.FLUSH_AFTER_S
+    batch_of(
+        shell, clock, commit_batch_mod.FLUSH_RECORDS, [drop, Out("deadletter", None, {"reason_code": "x"})]
+    )
+    clock.now += commit_batch_mod.FLUSH_AFTER_S
     assert not shell.batch.due()  # past the count and the time bound of a batch someone waits on
-    clock.now += agents.FLUSH_STATE_AFTER_S
+    clock.now += commit_batch_mod.FLUSH_STATE_AFTER_S
     assert shell.batch.due()
     shell.batch.unacked.clear()
-    batch_of(shell, clock, agents.FLUSH_STATE_RECORDS - 1)
+    batch_of(shell, clock, commit_batch_mod.FLUSH_STATE_RECORDS - 1)
     assert not shell.batch.due()
     batch_of(shell, clock, 1)
     assert shell.batch.due()
 
 
 def test_a_big_batch_of_state_changes_is_flushed_as_soon_as_it_holds_a_dispatch(tmp_path: Path) -> None:
-    from streams import agents
+    from streams import commit_batch as commit_batch_mod
 
     shell, _ = shell_over(tmp_path, HeldProducer())
     clock = Clock()
     shell.batch.clock = clock
-    batch_of(shell, clock, agents.FLUSH_RECORDS)
+    batch_of(shell, clock, commit_batch_mod.FLUSH_RECORDS)
     assert not shell.batch.due()
     batch_of(shell, clock, 1, [Out("dispatch", "dev-1", {"dispatch_id": "dsp_1"})])
     assert shell.batch.due()  # the dispatch does not wait behind a state-only batch's bounds
 
 
 def test_which_outputs_someone_waits_on() -> None:
-    from streams.agents import waited_on
+    from streams.commit_batch import waited_on
 
     assert waited_on(Out("decisions", "d", {"decision_id": "dec_1"}))
     assert waited_on(Out("dispatch", "d", {"dispatch_id": "dsp_1"}))
@@ -276,7 +278,7 @@ def test_which_outputs_someone_waits_on() -> None:
 
 
 def test_a_flush_starts_the_next_batch_as_one_nobody_waits_on(tmp_path: Path) -> None:
-    from streams import agents
+    from streams import commit_batch as commit_batch_mod
 
     async def main() -> None:
         released = Acked()
@@ -286,7 +288,7 @@ def test_a_flush_starts_the_next_batch_as_one_nobody_waits_on(tmp_path: Path) ->
         batch_of(shell, clock, 1, [Out("decisions", "dev-1", {"decision_id": "dec_1"})])
         await shell.flush()
         batch_of(shell, clock, 1)
-        clock.now += agents.FLUSH_AFTER_S
+        clock.now += commit_batch_mod.FLUSH_AFTER_S
         assert not shell.batch.due()
         assert released.acked == []  # the decision's batch waits for its delivery
 
@@ -313,7 +315,7 @@ class Noted:
 def test_the_pipeline_flushes_once_it_has_caught_up_with_what_was_fetched(tmp_path: Path) -> None:
     """Records fetched while the pipeline works through the inbox join the same batch: it is
     flushed (and its records acked) once nothing more waits, not at every turn of the inbox."""
-    from streams.agents import PipelineTask
+    from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
         producer = HeldProducer()
@@ -322,14 +324,14 @@ def test_the_pipeline_flushes_once_it_has_caught_up_with_what_was_fetched(tmp_pa
         flushes: list[int] = []
         task = PipelineTask(app=None, shell=shell)
         task.attach = lambda: None  # type: ignore[method-assign]
-        shell.batch.ack = ack_each
+        shell.batch.delivery.ack = ack_each
         handle = shell.handle
 
         def fetched_meanwhile(message: Any) -> None:
             handle(message)
             if message.offset < 3:  # the fetcher hands over the next record while this one is handled
                 shell.inbox.append(Noted(message.offset + 1, acked))
-                shell.inbox_ready.set()
+                shell.inbox.ready.set()
 
         flush = shell.flush
 
@@ -339,7 +341,7 @@ def test_the_pipeline_flushes_once_it_has_caught_up_with_what_was_fetched(tmp_pa
 
         shell.handle = fetched_meanwhile  # type: ignore[method-assign, assignment]
         shell.flush = counted_flush  # type: ignore[method-assign]
-        await shell.receive(Noted(0, acked))
+        await shell.inbox.receive(Noted(0, acked))
         loop = asyncio.ensure_future(task.loop())
         for _ in range(100):
             if acked:
@@ -408,8 +410,8 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
     ``defer_state_s``: its records are acked with them."""
     from faust.types import TP
 
-    from streams import agents
-    from streams.agents import PipelineTask
+    from streams import commit_batch as commit_batch_mod
+    from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
@@ -417,9 +419,9 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
         flushes: list[int] = []
         clock = Clock()
         shell.batch.clock = clock
-        shell.batch.ack = ack_each
-        shell.consumer, shell.tp_factory = Behind(), TP
-        shell.next_offset[("observations", 0)] = 1
+        shell.batch.delivery.ack = ack_each
+        shell.positions.consumer, shell.positions.tp_factory = Behind(), TP
+        shell.positions.next_offset[("observations", 0)] = 1
         task = PipelineTask(app=None, shell=shell)
         task.attach = lambda: None  # type: ignore[method-assign]
         flush = shell.flush
@@ -429,18 +431,18 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
             await flush(keep_state)
 
         shell.flush = counted_flush  # type: ignore[method-assign]
-        shell.batch.defer_state_s = 0.05  # on the event loop's clock
+        shell.batch.deferred.after_s = 0.05  # on the event loop's clock
         loop = asyncio.ensure_future(task.loop())
-        await shell.receive(Noted(0, acked))
+        await shell.inbox.receive(Noted(0, acked))
         for _ in range(20):
             await asyncio.sleep(0)
         assert flushes == [] and len(shell.batch) == 1  # waiting for what is on its way
-        await shell.receive(Noted(1, acked))  # it comes
+        await shell.inbox.receive(Noted(1, acked))  # it comes
         for _ in range(20):
             await asyncio.sleep(0)
         assert flushes == [] and len(shell.batch) == 2
-        clock.now += agents.FLUSH_STATE_AFTER_S - 0.01  # nothing more comes: due soon
-        await shell.receive(Noted(2, acked))
+        clock.now += commit_batch_mod.FLUSH_STATE_AFTER_S - 0.01  # nothing more comes: due soon
+        await shell.inbox.receive(Noted(2, acked))
         for _ in range(100):
             if flushes:
                 break
@@ -464,18 +466,18 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
 def test_caught_up_with_the_broker_a_batch_is_flushed_at_once(tmp_path: Path) -> None:
     from faust.types import TP
 
-    from streams.agents import PipelineTask
+    from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         acked: list[int] = []
-        shell.batch.ack = ack_each
-        shell.consumer, shell.tp_factory = Behind(), TP
-        shell.next_offset[("observations", 0)] = 5  # everything on the broker was seen
+        shell.batch.delivery.ack = ack_each
+        shell.positions.consumer, shell.positions.tp_factory = Behind(), TP
+        shell.positions.next_offset[("observations", 0)] = 5  # everything on the broker was seen
         task = PipelineTask(app=None, shell=shell)
         task.attach = lambda: None  # type: ignore[method-assign]
         loop = asyncio.ensure_future(task.loop())
-        await shell.receive(Noted(0, acked))
+        await shell.inbox.receive(Noted(0, acked))
         for _ in range(20):
             await asyncio.sleep(0)
         loop.cancel()
@@ -512,7 +514,7 @@ def test_a_sweep_of_a_partition_without_a_clock_yet_forgets_no_dedup_key(tmp_pat
         shell.control(b'{"op": "sweep"}', Coords("control", 3, 1), wall)
         assert shell.store.at(3).get_seen("dev-1", "ev-1") == (seen_at, "observations:3:7")
         # once the partition's records have moved its clock past the window, the key goes
-        shell.stream_time[3] = seen_at + shell.processor.pipeline.dedup_window_ms + 1
+        shell.quiet.stream_time[3] = seen_at + shell.processor.pipeline.dedup_window_ms + 1
         shell.control(b'{"op": "sweep"}', Coords("control", 3, 2), wall)
         assert shell.store.at(3).get_seen("dev-1", "ev-1") is None
 
@@ -525,10 +527,10 @@ def test_a_sweep_goes_through_a_large_partition_a_slice_at_a_time_and_forgets_th
     """A sweep of many keys does not hold the stream up: it deletes a slice's expired keys when its
     record is handled and the rest slice by slice (the pipeline goes on between them); in the end
     exactly the keys older than the window are gone, as in one go."""
-    from streams import agents
+    from streams import sweep as sweep_mod
     from topics.envelope import Coords
 
-    monkeypatch.setattr(agents, "SWEEP_SLICE_SCAN", 3)
+    monkeypatch.setattr(sweep_mod, "SWEEP_SLICE_SCAN", 3)
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
@@ -542,19 +544,19 @@ def test_a_sweep_goes_through_a_large_partition_a_slice_at_a_time_and_forgets_th
         for i, event in enumerate(recent):
             store.put_seen("dev-1", event, now - 5, Coords("observations", 3, 100 + i))
         await shell.store.writes.flush(RecordingProducer())
-        shell.stream_time[3] = now
+        shell.quiet.stream_time[3] = now
         first = shell.sweep(3, now)
         assert first == 2  # ev-00 and ev-02 among the first three keys
         assert store.get_seen("dev-1", "ev-04") is not None  # not reached yet
-        assert 3 in shell.sweeping
+        assert 3 in shell.sweeper.sweeping
         slices = 1
-        while shell.sweeping:
-            shell.continue_sweep()
+        while shell.sweeper.sweeping:
+            shell.sweeper.continue_sweep()
             slices += 1
         assert slices == 4  # 10 keys, 3 at a time
         assert [e for e in old if store.get_seen("dev-1", e) is not None] == []
         assert [e for e in recent if store.get_seen("dev-1", e) is None] == []
-        assert 3 not in shell.sweep_cursor  # through to the end: the next sweep starts over
+        assert 3 not in shell.sweeper.sweep_cursor  # through to the end: the next sweep starts over
 
     asyncio.run(main())
 
@@ -571,31 +573,31 @@ async def expired_keys(shell: PipelineShell, n: int) -> tuple[Any, list[str], in
     for i, event in enumerate(events):
         store.put_seen("dev-1", event, now - window - 1, Coords("observations", 3, i))
     await shell.store.writes.flush(RecordingProducer())
-    shell.stream_time[3] = now
+    shell.quiet.stream_time[3] = now
     return store, events, now
 
 
 def test_a_sweep_stops_at_its_bound_and_the_next_goes_on_and_a_rebalance_ends_it(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    from streams import agents
+    from streams import sweep as sweep_mod
 
-    monkeypatch.setattr(agents, "SWEEP_SLICE_SCAN", 2)
-    monkeypatch.setattr(agents, "SWEEP_MAX_SCAN", 4)
+    monkeypatch.setattr(sweep_mod, "SWEEP_SLICE_SCAN", 2)
+    monkeypatch.setattr(sweep_mod, "SWEEP_MAX_SCAN", 4)
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         store, events, now = await expired_keys(shell, 6)
         shell.sweep(3, now)
-        shell.continue_sweep()
-        assert not shell.sweeping  # four keys scanned: this sweep's bound
+        shell.sweeper.continue_sweep()
+        assert not shell.sweeper.sweeping  # four keys scanned: this sweep's bound
         assert [e for e in events if store.get_seen("dev-1", e) is not None] == ["ev-04", "ev-05"]
         shell.sweep(3, now)  # the next sweep goes on from there
         assert [e for e in events if store.get_seen("dev-1", e) is not None] == []
         shell.sweep(3, now)
-        assert 3 in shell.sweeping
+        assert 3 in shell.sweeper.sweeping
         shell.rebalanced()
-        assert not shell.sweeping and shell.continue_sweep() == 0
+        assert not shell.sweeper.sweeping and shell.sweeper.continue_sweep() == 0
 
     asyncio.run(main())
 
@@ -603,10 +605,10 @@ def test_a_sweep_stops_at_its_bound_and_the_next_goes_on_and_a_rebalance_ends_it
 def test_an_idle_pipeline_goes_on_with_a_sweep_under_way_without_waiting_for_input(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    from streams import agents
-    from streams.agents import PipelineTask
+    from streams import sweep as sweep_mod
+    from streams.pipeline_task import PipelineTask
 
-    monkeypatch.setattr(agents, "SWEEP_SLICE_SCAN", 2)
+    monkeypatch.setattr(sweep_mod, "SWEEP_SLICE_SCAN", 2)
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
@@ -616,10 +618,10 @@ def test_an_idle_pipeline_goes_on_with_a_sweep_under_way_without_waiting_for_inp
         task.attach = lambda: None  # type: ignore[method-assign]
         running = asyncio.ensure_future(task.loop())
         for _ in range(100):
-            if not shell.sweeping:
+            if not shell.sweeper.sweeping:
                 break
             await asyncio.sleep(0)
-        assert not shell.sweeping and not running.done()  # through, and waiting for input now
+        assert not shell.sweeper.sweeping and not running.done()  # through, and waiting for input now
         assert [e for e in events if store.get_seen("dev-1", e) is not None] == []
         running.cancel()
 
@@ -655,7 +657,7 @@ def test_behind_the_broker_a_devices_entry_is_written_once_for_several_batches(t
     """Behind the broker, a due batch's outputs go out at once and its table writes wait: a device
     whose records fill several batches has its entry written once, when the deferred writes are
     due, and its records are acked only once that is delivered; reads see the waiting state."""
-    from streams import agents
+    from streams import commit_batch as commit_batch_mod
 
     async def main() -> None:
         shell, producer, released, lost = deferring_shell(tmp_path)
@@ -671,7 +673,7 @@ def test_behind_the_broker_a_devices_entry_is_written_once_for_several_batches(t
         device = shell.store.at(0).get_device("dev-1")
         assert device is not None and device.timeline_seq == 2
         assert not shell.batch.due()
-        clock.now += agents.DEFER_STATE_AFTER_S
+        clock.now += commit_batch_mod.DEFER_STATE_AFTER_S
         assert shell.batch.due()
         await shell.flush(keep_state=True)  # due: the table writes go with it
         await asyncio.gather(*shell.batch.acking)
@@ -686,7 +688,7 @@ def test_behind_the_broker_a_devices_entry_is_written_once_for_several_batches(t
 def test_deferred_table_writes_go_with_the_batch_once_the_pipeline_caught_up_or_holds_many(
     tmp_path: Path,
 ) -> None:
-    from streams import agents
+    from streams import commit_batch as commit_batch_mod
 
     async def main() -> None:
         shell, _, released, _ = deferring_shell(tmp_path)
@@ -698,7 +700,7 @@ def test_deferred_table_writes_go_with_the_batch_once_the_pipeline_caught_up_or_
         assert released.acked == ["event-0", "event-1"] and not shell.batch.deferred
         deferred_batches(shell, 2)
         await shell.flush(keep_state=True)
-        shell.batch.unacked = [f"more-{i}" for i in range(agents.DEFER_STATE_RECORDS)]
+        shell.batch.unacked = [f"more-{i}" for i in range(commit_batch_mod.DEFER_STATE_RECORDS)]
         assert shell.batch.state_due() and shell.batch.due()
 
     asyncio.run(main())

@@ -67,21 +67,23 @@ def test_records_fetched_but_not_yet_merged_hold_back_later_records_of_other_top
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         names = shell.names
-        shell.consumer = FetchedAhead(names.prefix, {"task-events": 15, "observations": 1})
-        shell.tp_factory = TP
+        shell.positions.consumer = FetchedAhead(names.prefix, {"task-events": 15, "observations": 1})
+        shell.positions.tp_factory = TP
         now = time.monotonic()
         # the pipeline has put the observation (ts 2000) in the merge; task events 0..14 (ts from
         # 1000) are fetched and wait in the batch it is working through
         obs = Message(names.observations, 0, 0, 2_000)
-        shell.next_offset[("observations", 0)] = 1
-        shell.merger.push("observations", 0, None, 2_000, 0, obs, now)
-        await shell.learn_positions()
-        assert shell.merger.pop_ready(shell.caught_up, now) == []
+        shell.positions.next_offset[("observations", 0)] = 1
+        shell.held.merger.push("observations", 0, None, 2_000, 0, obs, now)
+        await shell.positions.learn_positions()
+        assert shell.held.merger.pop_ready(shell.positions.caught_up, now) == []
         events = [Message(names.task_events, 0, i, 1_000 + i) for i in range(15)]
         for event in events:
-            shell.next_offset[("task-events", 0)] = event.offset + 1
-            shell.merger.push("task-events", 0, None, round(event.timestamp * 1000), event.offset, event, now)
-        assert shell.merger.pop_ready(shell.caught_up, now) == [*events, obs]
+            shell.positions.next_offset[("task-events", 0)] = event.offset + 1
+            shell.held.merger.push(
+                "task-events", 0, None, round(event.timestamp * 1000), event.offset, event, now
+            )
+        assert shell.held.merger.pop_ready(shell.positions.caught_up, now) == [*events, obs]
 
     asyncio.run(main())
 
@@ -92,13 +94,13 @@ def test_a_topic_with_nothing_to_read_does_not_hold_the_others(tmp_path: Path) -
         names = shell.names
         consumer = FetchedAhead(names.prefix, {"observations": 1, "task-events": 40})
         consumer._committed_offset[TP(names.task_events, 0)] = 40  # all of it processed before
-        shell.consumer, shell.tp_factory = consumer, TP
+        shell.positions.consumer, shell.positions.tp_factory = consumer, TP
         now = time.monotonic()
         obs = Message(names.observations, 0, 0, 2_000)
-        shell.next_offset[("observations", 0)] = 1
-        shell.merger.push("observations", 0, None, 2_000, 0, obs, now)
-        await shell.learn_positions()
-        assert shell.merger.pop_ready(shell.caught_up, now) == [obs]
+        shell.positions.next_offset[("observations", 0)] = 1
+        shell.held.merger.push("observations", 0, None, 2_000, 0, obs, now)
+        await shell.positions.learn_positions()
+        assert shell.held.merger.pop_ready(shell.positions.caught_up, now) == [obs]
 
     asyncio.run(main())
 
@@ -116,14 +118,14 @@ def test_a_later_stamped_record_of_another_device_does_not_let_a_device_pass_its
     """Devices share a partition and their timestamps go backwards across devices (the chaos
     run's 67 of 3,549 records): dev-a's task event waits for dev-a's observation, although
     dev-b's observation, stamped later, is fetched already. dev-a's order is replay's."""
-    from streams.agents import PipelineTask
+    from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         names = shell.names
-        shell.consumer = FetchedAhead(names.prefix, {"observations": 2, "task-events": 1})
-        shell.tp_factory = TP
-        await shell.learn_positions()
+        shell.positions.consumer = FetchedAhead(names.prefix, {"observations": 2, "task-events": 1})
+        shell.positions.tp_factory = TP
+        await shell.positions.learn_positions()
         task = PipelineTask(None, shell)
         released = released_by(task)
         event_a = Message(names.task_events, 0, 0, 200, key=b"dev-a")
@@ -144,14 +146,14 @@ def test_a_later_stamped_record_of_another_device_does_not_let_a_device_pass_its
 def test_a_record_on_the_broker_not_yet_fetched_holds_back_its_devices_later_ones(tmp_path: Path) -> None:
     """task-events of partition 0 has one record fetched (dev-b's) and one more on the broker
     (its high watermark says 2): dev-a's observation waits for it, and it comes first."""
-    from streams.agents import PipelineTask
+    from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         names = shell.names
-        shell.consumer = FetchedAhead(names.prefix, {"observations": 1, "task-events": 2})
-        shell.tp_factory = TP
-        await shell.learn_positions()
+        shell.positions.consumer = FetchedAhead(names.prefix, {"observations": 1, "task-events": 2})
+        shell.positions.tp_factory = TP
+        await shell.positions.learn_positions()
         task = PipelineTask(None, shell)
         released = released_by(task)
         obs_a = Message(names.observations, 0, 0, 100, key=b"dev-a")
@@ -246,7 +248,7 @@ def claiming_shell(tmp_path: Path, delay_s: float) -> tuple[Any, Any, Any]:
     reader = ClaimsReader("unused:9", shell.names.claims)
     reader.start_end = 0
     claims_log = FakeLog(reader, delay_s=delay_s)
-    shell.claims, shell.batch.producer = reader, lambda: claims_log
+    shell.held.claims, shell.batch.delivery.producer = reader, lambda: claims_log
     return shell, reader, claims_log
 
 
@@ -266,18 +268,18 @@ def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(
         msg.key, msg.value = plan.key, plan.value  # type: ignore[attr-defined]
         later = Message(shell.names.observations, 0, 0, plan.ts + 10, key=plan.key)
         other = Message(shell.names.observations, 0, 1, plan.ts + 20, key=b"dev-2")
-        shell.claim(msg)
-        shell.merger.push("plans", 0, plan.key, plan.ts, 0, msg, 0.0)
-        shell.merger.push("observations", 0, plan.key, plan.ts + 10, 0, later, 0.0)
-        shell.merger.push("observations", 0, b"dev-2", plan.ts + 20, 1, other, 0.0)
+        shell.held.claim(msg)
+        shell.held.merger.push("plans", 0, plan.key, plan.ts, 0, msg, 0.0)
+        shell.held.merger.push("observations", 0, plan.key, plan.ts + 10, 0, later, 0.0)
+        shell.held.merger.push("observations", 0, b"dev-2", plan.ts + 20, 1, other, 0.0)
         caught_up = lambda s, p: True  # noqa: E731 - every topic read to its end
-        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == [other]
+        assert shell.held.merger.pop_ready(caught_up, 3600.0, blocked=shell.held.unsettled) == [other]
         await asyncio.sleep(0.01)
         assert claims_log.records == [(b"exp-1", b"dev-1")]  # written, not read back yet
-        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == []
+        assert shell.held.merger.pop_ready(caught_up, 3600.0, blocked=shell.held.unsettled) == []
         await asyncio.wait_for(asyncio.gather(*reader.tasks), 1)
-        assert shell.merger.pop_ready(caught_up, 3600.0, blocked=shell.unsettled) == [msg, later]
-        assert shell.claimed == {}
+        assert shell.held.merger.pop_ready(caught_up, 3600.0, blocked=shell.held.unsettled) == [msg, later]
+        assert shell.held.claimed == {}
 
     asyncio.run(main())
 
@@ -307,7 +309,7 @@ def test_a_plan_judged_on_its_way_into_the_merge_is_not_judged_again_when_proces
             return msg
 
         first = plan_message("dev-1", "exp-1", 0)
-        shell.claim(first)
+        shell.held.claim(first)
         shell.handle(first)
         assert judged == [("plans", 0)]
         experience = shell.store.at(0).get_experience("dev-1")
@@ -315,17 +317,17 @@ def test_a_plan_judged_on_its_way_into_the_merge_is_not_judged_again_when_proces
 
         refused = Message(shell.names.plans, 0, 1, first.timestamp * 1000 + 1)
         refused.key, refused.value = b"dev-2", b'{"device_id": "dev-2"}'  # type: ignore[attr-defined]
-        shell.claim(refused)
+        shell.held.claim(refused)
         shell.handle(refused)
         assert judged[1:] == [("plans", 1)]
         assert shell.store.at(0).get_experience("dev-2") is None  # dead-lettered, as before
 
         again = plan_message("dev-3", "exp-3", 2)
-        shell.claim(again)
+        shell.held.claim(again)
         shell.rebalanced()
         shell.handle(again)
         assert judged[2:] == [("plans", 2), ("plans", 2)]
-        assert shell.admitted_plans == {}
+        assert shell.held.admitted_plans == {}
 
     asyncio.run(main())
 
@@ -335,22 +337,22 @@ def test_what_the_merge_knows_of_a_topic_moves_with_its_records_and_the_turns_of
 ) -> None:
     """The merge's "caught up" answers are kept for the pipeline's turn, but a record of the
     topic-partition entering the merge, or the next turn, asks again."""
-    from streams.agents import PipelineTask
+    from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         names = shell.names
         consumer = FetchedAhead(names.prefix, {"task-events": 2, "observations": 1})
-        shell.consumer, shell.tp_factory = consumer, TP
+        shell.positions.consumer, shell.positions.tp_factory = consumer, TP
         task = PipelineTask(app=None, shell=shell)
-        assert not shell.caught_up_now("task-events", 0)
+        assert not shell.positions.caught_up_now("task-events", 0)
         for offset in range(2):
             task.merge("task-events", Message(names.task_events, 0, offset, 1_000 + offset))
-        assert shell.caught_up_now("task-events", 0)  # its records entered the merge: asked again
+        assert shell.positions.caught_up_now("task-events", 0)  # its records entered the merge: asked again
         consumer.high[TP(names.task_events, 0)] = 3  # fetched meanwhile, by faust's consumer thread
-        assert shell.caught_up_now("task-events", 0)  # as found in this turn
-        shell.new_turn()
-        assert not shell.caught_up_now("task-events", 0)
+        assert shell.positions.caught_up_now("task-events", 0)  # as found in this turn
+        shell.positions.new_turn()
+        assert not shell.positions.caught_up_now("task-events", 0)
 
 
 def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes(
@@ -360,8 +362,8 @@ def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes
     to the rest of a partition's plans: the task event after them still waits for them (else the
     device's ``security.started`` evidence is lost, unlike in replay). Only a wait for input with
     nothing to do, as long as the hold, lets a record go first (a fetch that stalls)."""
-    from streams import agents
-    from streams.agents import PipelineTask
+    from streams import held as held_mod
+    from streams.pipeline_task import PipelineTask
 
     real = time.monotonic
     shift = [0.0]
@@ -370,9 +372,9 @@ def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
         names = shell.names
-        shell.consumer = FetchedAhead(names.prefix, {"plans": 2, "task-events": 1})
-        shell.tp_factory = TP
-        await shell.learn_positions()
+        shell.positions.consumer = FetchedAhead(names.prefix, {"plans": 2, "task-events": 1})
+        shell.positions.tp_factory = TP
+        await shell.positions.learn_positions()
         task = PipelineTask(None, shell)
         released: list[Any] = []
         task.run = released.append  # type: ignore[method-assign]
@@ -383,7 +385,7 @@ def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes
         task.merge("task-events", event)
         await task.run_ready()
         assert released == [plan0]  # the event waits: the plans topic has a record still to come
-        shift[0] += agents.MERGE_MAX_HOLD_S + 1  # the pipeline busy with other work all that time
+        shift[0] += held_mod.MERGE_MAX_HOLD_S + 1  # the pipeline busy with other work all that time
         await task.run_ready()
         assert released == [plan0]
         task.merge("plans", plan1)
@@ -392,14 +394,14 @@ def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes
 
         # a fetch that stalls while the pipeline waits for input: after the hold, the record goes
         later = Message(names.task_events, 0, 1, 3_000)
-        shell.consumer.high[TP(names.plans, 0)] = 3
-        shell.new_turn()  # the fetch that saw plans@2 came in a turn of the event loop
+        shell.positions.consumer.high[TP(names.plans, 0)] = 3
+        shell.positions.new_turn()  # the fetch that saw plans@2 came in a turn of the event loop
         task.merge("task-events", later)
         await task.run_ready()
         assert released[-1] is event
-        waiting = asyncio.ensure_future(shell.wait_for_input())
+        waiting = asyncio.ensure_future(shell.inbox.wait_for_input())
         await asyncio.sleep(0)
-        shift[0] += agents.MERGE_MAX_HOLD_S + 1
+        shift[0] += held_mod.MERGE_MAX_HOLD_S + 1
         await task.run_ready()
         assert released[-1] is later
         waiting.cancel()
@@ -413,10 +415,11 @@ def test_a_merge_releasing_a_long_held_backlog_lets_the_event_loop_run_between_s
     """Records held long (e.g. a partition's plans behind a slow topic) and released at once are
     processed in the merge's order, a slice at a time, with the event loop's other work (the
     fetcher, the producer, acks) between the slices, not after the whole backlog."""
-    from streams import agents
-    from streams.agents import PipelineTask
+    from streams import pipeline_task as pipeline_task_mod
+    from streams import shell as shell_mod
+    from streams.pipeline_task import PipelineTask
 
-    monkeypatch.setattr(agents, "YIELD_EVERY_S", 0.0)
+    monkeypatch.setattr(shell_mod, "YIELD_EVERY_S", 0.0)
 
     async def main() -> None:
         shell, _ = shell_over(tmp_path, HeldProducer())
@@ -424,7 +427,7 @@ def test_a_merge_releasing_a_long_held_backlog_lets_the_event_loop_run_between_s
         task = PipelineTask(None, shell)
         released: list[Any] = []
         task.run = released.append  # type: ignore[method-assign]
-        n = 2 * agents.MERGE_SLICE + 50
+        n = 2 * pipeline_task_mod.MERGE_SLICE + 50
         held = [Message(names.observations, i % 3, i // 3, 1_000 + i) for i in range(n)]
         for message in held:
             task.merge("observations", message)
@@ -437,7 +440,9 @@ def test_a_merge_releasing_a_long_held_backlog_lets_the_event_loop_run_between_s
         for p in range(3):
             mine = [m.offset for m in released if m.partition == p]
             assert mine == sorted(mine)  # each partition in order
-        assert other_work == [agents.MERGE_SLICE]  # ran after the first slice, not the whole backlog
+        assert other_work == [
+            pipeline_task_mod.MERGE_SLICE
+        ]  # ran after the first slice, not the whole backlog
 
     asyncio.run(main())
 
@@ -479,12 +484,12 @@ class Reading:
 
 def reading_task(tmp_path: Path, committed: int | None, earliest: int = 0) -> tuple[Any, Reading, Any]:
     """The pipeline task over a shell whose consumer is :class:`Reading` (control partition 0)."""
-    from streams.agents import PipelineTask
+    from streams.pipeline_task import PipelineTask
 
     shell, _ = shell_over(tmp_path, HeldProducer())
     tp = TP(shell.names.control, 0)
     consumer = Reading({tp: committed}, earliest)
-    shell.consumer, shell.tp_factory = consumer, TP
+    shell.positions.consumer, shell.positions.tp_factory = consumer, TP
     return PipelineTask(app=None, shell=shell), consumer, tp
 
 
@@ -508,7 +513,7 @@ def test_a_record_handed_over_past_the_next_one_is_not_processed_and_its_partiti
 
     async def main() -> None:
         task, consumer, tp = reading_task(tmp_path, committed=5)
-        with caplog.at_level(logging.WARNING, logger="streams.agents"):
+        with caplog.at_level(logging.WARNING, logger="streams.positions"):
             await task.work_through(controls(task, 5, 6, 9, 10))  # 7 and 8 were dropped
         assert processed(task) == [5, 6]
         assert consumer.sought == [(tp, 7)]  # read again from 7 (10 was fetched before the seek)
@@ -568,9 +573,9 @@ def test_a_seek_back_whose_records_never_come_is_made_again(
 ) -> None:
     """Records past the next one keep coming after the seek back (more than were fetched before
     it): the seek is made again, so a partition is never left skipping its records."""
-    from streams import agents
+    from streams import positions as positions_mod
 
-    monkeypatch.setattr(agents, "REREAD_SKIP_MAX", 2)
+    monkeypatch.setattr(positions_mod, "REREAD_SKIP_MAX", 2)
 
     async def main() -> None:
         task, consumer, tp = reading_task(tmp_path, committed=7)

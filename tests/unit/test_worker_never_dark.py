@@ -296,7 +296,7 @@ def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path
     async def main() -> GuardianMetrics:
         producer = HeldProducer()
         shell, _ = shell_over(tmp_path, producer, Acked())
-        shell.metrics = shell.batch.metrics = metrics = GuardianMetrics()
+        shell.metrics = shell.batch.delivery.metrics = metrics = GuardianMetrics()
         # a batch dropped by a rebalance is read again: not counted
         shell.batch.tally.inputs["observations"] += 1
         shell.emit([Out("deadletter", "d", {"reason_code": "not_json"})])
@@ -352,7 +352,7 @@ def test_web_readiness_and_deferral_settings(tmp_path: Path) -> None:
     )
     assert (s.web_port, s.web_host, s.ready_timeout_s, s.defer_state_s) == (0, "0.0.0.0", 5.0, 0.0)
     app, shell = build_worker_app(s, bootstrap="127.0.0.1:9", worker_id="t")
-    assert shell.batch.defer_state_s == 0.0  # the worker's flushes never keep table writes back
+    assert shell.batch.deferred.after_s == 0.0  # the worker's flushes never keep table writes back
     app.consumer._thread.thread_loop.close()
     for env, says in (
         ({"GUARDIAN_WEB_PORT": "http"}, "GUARDIAN_WEB_PORT must be a port number"),
