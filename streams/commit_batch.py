@@ -20,6 +20,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
+from streams.broker import ShellProducer
 from streams.metrics import BatchTally, GuardianMetrics
 from tables.store.writes import PendingWrites
 from topics.envelope import Out
@@ -96,8 +97,8 @@ class Delivery:
     the app runs)."""
 
     #: the running aiokafka producer (faust's own, so its flush before a commit covers our batches;
-    #: the experience claims go out on it too)
-    producer: Callable[[], Any] | None = None
+    #: the experience claims go out on it too; ``streams.memory_broker.MemoryProducer`` in unit tests)
+    producer: Callable[[], ShellProducer] | None = None
     #: releases delivered messages to faust's consumer (their offsets may then be committed)
     ack: Callable[[list[Any]], None] | None = None
     #: called when a batch could not be delivered (the worker must stop: its input is not acked)

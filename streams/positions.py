@@ -19,6 +19,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
+from streams.broker import ShellConsumer
 from streams.inbox import INBOX_MAX
 from streams.metrics import GuardianMetrics
 from streams.seam.reads import committed_offsets
@@ -40,8 +41,9 @@ class Positions:
     """The input topic-partitions' positions since the last rebalance (see the module)."""
 
     names: TopicNames
-    #: faust's consumer and its topic-partition type (None: not attached, e.g. unit tests)
-    consumer: Any = None
+    #: faust's consumer (``streams.memory_broker.MemoryConsumer`` in unit tests) and its
+    #: topic-partition type (None: not attached)
+    consumer: ShellConsumer | None = None
     tp_factory: Callable[[str, int], Any] | None = None
     #: the worker's Prometheus metrics (None: not counted, e.g. unit tests)
     metrics: GuardianMetrics | None = None
@@ -166,7 +168,7 @@ class Positions:
             )
             self.read_next[key] = offset + 1
             del self.read_again[key]
-            if tp is not None and hasattr(self.consumer, "add_log_gap"):
+            if tp is not None and self.consumer is not None and hasattr(self.consumer, "add_log_gap"):
                 await self.consumer.add_log_gap(tp, expected, offset - 1)
             return True
         self.read_again[key] = (expected, offset, 0)

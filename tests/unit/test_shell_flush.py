@@ -10,12 +10,13 @@ import orjson
 
 from pipeline.core import Pipeline
 from pipeline.runner import Processor
+from streams.memory_broker import MemoryProducer
 from streams.seam.table_writes import RocksStores
 from streams.shell import PipelineShell
 from supervisor import rules
 from tables.store.faust_tables import FaustStore, GuardianTables
 from tables.store.writes import PendingWrites
-from tests.unit.test_table_writes import FakeStore, FakeTable, FakeTopic, RecordingProducer
+from tests.unit.test_table_writes import FakeStore, FakeTable, FakeTopic
 from topics.envelope import Out
 from topics.names import TopicNames
 from topics.registry import load_registry
@@ -31,22 +32,8 @@ class Acked:
         self.acked.extend(messages)
 
 
-class HeldProducer(RecordingProducer):
-    """Delivery futures stay open until the test settles them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.futures: list[asyncio.Future[Any]] = []
-
-    async def send_batch(self, builder: Any, topic: str, *, partition: int) -> asyncio.Future[Any]:
-        await super().send_batch(builder, topic, partition=partition)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.futures.append(fut)
-        return fut
-
-
 def shell_over(
-    tmp_path: Path, producer: RecordingProducer, acked: Acked | None = None, **options: Any
+    tmp_path: Path, producer: MemoryProducer, acked: Acked | None = None, **options: Any
 ) -> tuple[PipelineShell, list[BaseException]]:
     tables = {
         name: FakeTable(FakeStore(tmp_path / name), FakeTopic(f"app-{name}-changelog"))
@@ -77,7 +64,7 @@ def shell_over(
     return shell, lost
 
 
-async def handed_over(producer: HeldProducer) -> None:
+async def handed_over(producer: MemoryProducer) -> None:
     """Let the shell's flush hand its batch to the producer (it does so behind the stream)."""
     for _ in range(100):
         if producer.futures:
@@ -88,7 +75,7 @@ async def handed_over(producer: HeldProducer) -> None:
 
 def test_events_are_acked_only_after_their_outputs_are_delivered(tmp_path: Path) -> None:
     async def main() -> None:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
@@ -109,7 +96,7 @@ def test_a_failed_delivery_acks_nothing_and_stops_the_worker(tmp_path: Path) -> 
     from aiokafka.errors import KafkaTimeoutError
 
     async def main() -> None:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("decisions", "dev-1", {"decision_id": "dec_1"})])
@@ -132,7 +119,7 @@ def test_a_stopping_worker_waits_for_what_it_handed_over_then_flushes_nothing(tm
     from aiokafka.errors import ProducerClosed
 
     async def main() -> None:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
@@ -161,7 +148,7 @@ def test_a_stopping_worker_waits_for_what_it_handed_over_then_flushes_nothing(tm
 def test_a_batch_with_nothing_to_send_is_acked_at_once(tmp_path: Path) -> None:
     async def main() -> None:
         released = Acked()
-        shell, _ = shell_over(tmp_path, HeldProducer(), released)
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True), released)
         shell.batch.unacked = ["event-1"]
         await shell.flush()
         assert released.acked == ["event-1"]
@@ -171,7 +158,7 @@ def test_a_batch_with_nothing_to_send_is_acked_at_once(tmp_path: Path) -> None:
 
 def test_a_rebalance_forgets_what_was_not_flushed(tmp_path: Path) -> None:
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         await shell.inbox.receive("message-2")
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
         shell.batch.unacked = ["event-1"]
@@ -186,7 +173,7 @@ def test_a_full_inbox_holds_the_fetcher_until_the_pipeline_takes_it(tmp_path: Pa
     from streams import inbox as inbox_mod
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         for i in range(inbox_mod.INBOX_MAX - 1):
             await shell.inbox.receive(f"m{i}")
         last = asyncio.ensure_future(shell.inbox.receive("last"))
@@ -221,7 +208,7 @@ def batch_of(shell: PipelineShell, clock: Clock, n: int, outs: list[Out] | None 
 def test_a_batch_with_a_decision_is_flushed_soon_after_the_decision(tmp_path: Path) -> None:
     from streams import commit_batch as commit_batch_mod
 
-    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     clock = Clock()
     shell.batch.clock = clock
     batch_of(shell, clock, 3)
@@ -236,7 +223,7 @@ def test_a_batch_with_a_decision_is_flushed_soon_after_the_decision(tmp_path: Pa
 def test_a_batch_of_state_changes_and_drops_grows_larger_and_longer(tmp_path: Path) -> None:
     from streams import commit_batch as commit_batch_mod
 
-    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     clock = Clock()
     shell.batch.clock = clock
     drop = Out("timeline", "dev-1", {"stage": "drop", "drop_reason": "duplicate"})
@@ -257,7 +244,7 @@ def test_a_batch_of_state_changes_and_drops_grows_larger_and_longer(tmp_path: Pa
 def test_a_big_batch_of_state_changes_is_flushed_as_soon_as_it_holds_a_dispatch(tmp_path: Path) -> None:
     from streams import commit_batch as commit_batch_mod
 
-    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     clock = Clock()
     shell.batch.clock = clock
     batch_of(shell, clock, commit_batch_mod.FLUSH_RECORDS)
@@ -282,7 +269,7 @@ def test_a_flush_starts_the_next_batch_as_one_nobody_waits_on(tmp_path: Path) ->
 
     async def main() -> None:
         released = Acked()
-        shell, _ = shell_over(tmp_path, HeldProducer(), released)
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True), released)
         clock = Clock()
         shell.batch.clock = clock
         batch_of(shell, clock, 1, [Out("decisions", "dev-1", {"decision_id": "dec_1"})])
@@ -318,7 +305,7 @@ def test_the_pipeline_flushes_once_it_has_caught_up_with_what_was_fetched(tmp_pa
     from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         shell, _ = shell_over(tmp_path, producer)
         acked: list[int] = []
         flushes: list[int] = []
@@ -351,7 +338,7 @@ def test_the_pipeline_flushes_once_it_has_caught_up_with_what_was_fetched(tmp_pa
         assert flushes == [4] and acked == [0, 1, 2, 3]
 
 
-async def all_handed_over(producer: HeldProducer, n: int) -> None:
+async def all_handed_over(producer: MemoryProducer, n: int) -> None:
     for _ in range(100):
         if len(producer.futures) >= n:
             return
@@ -369,7 +356,7 @@ def test_a_revocation_lets_the_rebalance_go_on_only_once_every_flushed_batch_is_
     from topics.envelope import Coords
 
     async def main() -> None:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         rec = shell.store.at(0)
@@ -414,7 +401,7 @@ def test_behind_the_broker_a_batch_waits_for_the_input_on_its_way_until_it_is_du
     from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         acked: list[int] = []
         flushes: list[int] = []
         clock = Clock()
@@ -469,7 +456,7 @@ def test_caught_up_with_the_broker_a_batch_is_flushed_at_once(tmp_path: Path) ->
     from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         acked: list[int] = []
         shell.batch.delivery.ack = ack_each
         shell.positions.consumer, shell.positions.tp_factory = Behind(), TP
@@ -486,7 +473,7 @@ def test_caught_up_with_the_broker_a_batch_is_flushed_at_once(tmp_path: Path) ->
 
 def test_a_worker_whose_flushed_batches_are_not_delivered_after_a_revocation_stops(tmp_path: Path) -> None:
     async def main() -> None:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         shell, lost = shell_over(tmp_path, producer, Acked())
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
         shell.batch.unacked = ["event-1"]
@@ -506,10 +493,10 @@ def test_a_sweep_of_a_partition_without_a_clock_yet_forgets_no_dedup_key(tmp_pat
     from topics.envelope import Coords
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         seen_at = 1_000_000
         shell.store.at(3).put_seen("dev-1", "ev-1", seen_at, Coords("observations", 3, 7))
-        await shell.store.writes.flush(RecordingProducer())
+        await shell.store.writes.flush(MemoryProducer())
         wall = seen_at + 3_600_000
         shell.control(b'{"op": "sweep"}', Coords("control", 3, 1), wall)
         assert shell.store.at(3).get_seen("dev-1", "ev-1") == (seen_at, "observations:3:7")
@@ -533,7 +520,7 @@ def test_a_sweep_goes_through_a_large_partition_a_slice_at_a_time_and_forgets_th
     monkeypatch.setattr(sweep_mod, "SWEEP_SLICE_SCAN", 3)
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         window = shell.processor.pipeline.dedup_window_ms
         now = 10_000_000_000
         store = shell.store.at(3)
@@ -543,7 +530,7 @@ def test_a_sweep_goes_through_a_large_partition_a_slice_at_a_time_and_forgets_th
             store.put_seen("dev-1", event, now - window - 1 - i, Coords("observations", 3, i))
         for i, event in enumerate(recent):
             store.put_seen("dev-1", event, now - 5, Coords("observations", 3, 100 + i))
-        await shell.store.writes.flush(RecordingProducer())
+        await shell.store.writes.flush(MemoryProducer())
         shell.quiet.stream_time[3] = now
         first = shell.sweep(3, now)
         assert first == 2  # ev-00 and ev-02 among the first three keys
@@ -572,7 +559,7 @@ async def expired_keys(shell: PipelineShell, n: int) -> tuple[Any, list[str], in
     events = [f"ev-{i:02d}" for i in range(n)]
     for i, event in enumerate(events):
         store.put_seen("dev-1", event, now - window - 1, Coords("observations", 3, i))
-    await shell.store.writes.flush(RecordingProducer())
+    await shell.store.writes.flush(MemoryProducer())
     shell.quiet.stream_time[3] = now
     return store, events, now
 
@@ -586,7 +573,7 @@ def test_a_sweep_stops_at_its_bound_and_the_next_goes_on_and_a_rebalance_ends_it
     monkeypatch.setattr(sweep_mod, "SWEEP_MAX_SCAN", 4)
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         store, events, now = await expired_keys(shell, 6)
         shell.sweep(3, now)
         shell.sweeper.continue_sweep()
@@ -611,7 +598,7 @@ def test_an_idle_pipeline_goes_on_with_a_sweep_under_way_without_waiting_for_inp
     monkeypatch.setattr(sweep_mod, "SWEEP_SLICE_SCAN", 2)
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         store, events, now = await expired_keys(shell, 7)
         shell.sweep(3, now)  # the sweep record: its first slice
         task = PipelineTask(None, shell)
@@ -644,9 +631,9 @@ def deferred_batches(shell: PipelineShell, n: int) -> None:
 
 def deferring_shell(
     tmp_path: Path, **options: Any
-) -> tuple[PipelineShell, RecordingProducer, Acked, list[BaseException]]:
+) -> tuple[PipelineShell, MemoryProducer, Acked, list[BaseException]]:
     """A shell whose producer delivers at once, on a clock the test moves."""
-    producer = RecordingProducer()
+    producer = MemoryProducer()
     released = Acked()
     shell, lost = shell_over(tmp_path, producer, released, **options)
     shell.batch.clock = Clock()

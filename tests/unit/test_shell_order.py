@@ -18,7 +18,8 @@ import orjson
 import pytest
 from faust.types import TP
 
-from tests.unit.test_shell_flush import Acked, HeldProducer, shell_over
+from streams.memory_broker import MemoryConsumer, MemoryProducer
+from tests.unit.test_shell_flush import Acked, shell_over
 from topics.envelope import Out
 from topics.names import INPUT_SUFFIXES
 
@@ -35,26 +36,10 @@ class Message:
         return f"{self.topic}@{self.offset}"
 
 
-class FetchedAhead:
+def fetched_ahead(prefix: str, highwater: dict[str, int]) -> MemoryConsumer:
     """faust's consumer as the shell sees it: every input topic-partition of partition 0 fetched
     up to its high watermark (the fetch position), nothing committed yet."""
-
-    def __init__(self, prefix: str, highwater: dict[str, int]) -> None:
-        self.prefix = prefix
-        self.high = {TP(prefix + s, 0): highwater.get(s, 0) for s in INPUT_SUFFIXES}
-        self._committed_offset: dict[Any, int | None] = {}
-
-    def assignment(self) -> set[Any]:
-        return set(self.high)
-
-    def highwater(self, tp: Any) -> int:
-        return self.high[tp]
-
-    async def position(self, tp: Any) -> int:
-        return self.high[tp]  # fetched: what faust has taken from the broker, not what the merge has
-
-    async def earliest_offsets(self, *tps: Any) -> dict[Any, int]:
-        return dict.fromkeys(tps, 0)
+    return MemoryConsumer(high={TP(prefix + s, 0): highwater.get(s, 0) for s in INPUT_SUFFIXES})
 
 
 def test_records_fetched_but_not_yet_merged_hold_back_later_records_of_other_topics(
@@ -65,9 +50,9 @@ def test_records_fetched_but_not_yet_merged_hold_back_later_records_of_other_top
     security only if ``security.started`` came first)."""
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         names = shell.names
-        shell.positions.consumer = FetchedAhead(names.prefix, {"task-events": 15, "observations": 1})
+        shell.positions.consumer = fetched_ahead(names.prefix, {"task-events": 15, "observations": 1})
         shell.positions.tp_factory = TP
         now = time.monotonic()
         # the pipeline has put the observation (ts 2000) in the merge; task events 0..14 (ts from
@@ -90,9 +75,9 @@ def test_records_fetched_but_not_yet_merged_hold_back_later_records_of_other_top
 
 def test_a_topic_with_nothing_to_read_does_not_hold_the_others(tmp_path: Path) -> None:
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         names = shell.names
-        consumer = FetchedAhead(names.prefix, {"observations": 1, "task-events": 40})
+        consumer = fetched_ahead(names.prefix, {"observations": 1, "task-events": 40})
         consumer._committed_offset[TP(names.task_events, 0)] = 40  # all of it processed before
         shell.positions.consumer, shell.positions.tp_factory = consumer, TP
         now = time.monotonic()
@@ -121,9 +106,9 @@ def test_a_later_stamped_record_of_another_device_does_not_let_a_device_pass_its
     from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         names = shell.names
-        shell.positions.consumer = FetchedAhead(names.prefix, {"observations": 2, "task-events": 1})
+        shell.positions.consumer = fetched_ahead(names.prefix, {"observations": 2, "task-events": 1})
         shell.positions.tp_factory = TP
         await shell.positions.learn_positions()
         task = PipelineTask(None, shell)
@@ -149,9 +134,9 @@ def test_a_record_on_the_broker_not_yet_fetched_holds_back_its_devices_later_one
     from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         names = shell.names
-        shell.positions.consumer = FetchedAhead(names.prefix, {"observations": 1, "task-events": 2})
+        shell.positions.consumer = fetched_ahead(names.prefix, {"observations": 1, "task-events": 2})
         shell.positions.tp_factory = TP
         await shell.positions.learn_positions()
         task = PipelineTask(None, shell)
@@ -175,7 +160,7 @@ def test_a_flush_acks_exactly_the_records_whose_writes_it_sent(tmp_path: Path) -
     that did not send its writes, and a rebalance between them drops what was not sent."""
 
     async def main() -> None:
-        producer = SlowProducer()
+        producer = SlowProducer(hold=True)
         released = Acked()
         shell, lost = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
@@ -201,7 +186,7 @@ def test_a_flush_acks_exactly_the_records_whose_writes_it_sent(tmp_path: Path) -
     asyncio.run(main())
 
 
-async def deliver_all(shell: Any, producer: HeldProducer) -> None:
+async def deliver_all(shell: Any, producer: MemoryProducer) -> None:
     """The broker answers every batch the shell hands over (it hands them behind the stream, over
     a few turns of the event loop) until no flush waits for a delivery any more."""
     for _ in range(200):
@@ -214,8 +199,9 @@ async def deliver_all(shell: Any, producer: HeldProducer) -> None:
     raise AssertionError("the flushes never finished")
 
 
-class SlowProducer(HeldProducer):
-    """Hands a batch over in a few steps of the event loop, as a real producer may."""
+class SlowProducer(MemoryProducer):
+    """Hands a batch over in a few steps of the event loop, as a real producer may (its deliveries
+    held until the test settles them)."""
 
     async def send_batch(self, builder: Any, topic: str, *, partition: int) -> asyncio.Future[Any]:
         for _ in range(3):
@@ -225,7 +211,7 @@ class SlowProducer(HeldProducer):
 
 def test_a_batch_delivered_across_a_rebalance_is_read_again_not_acked(tmp_path: Path) -> None:
     async def main() -> None:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         released = Acked()
         shell, _ = shell_over(tmp_path, producer, released)
         shell.emit([Out("timeline", "dev-1", {"seq": 1})])
@@ -244,7 +230,7 @@ def claiming_shell(tmp_path: Path, delay_s: float) -> tuple[Any, Any, Any]:
     from streams.claims import ClaimsReader
     from tests.unit.test_claims import FakeLog
 
-    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     reader = ClaimsReader("unused:9", shell.names.claims)
     reader.start_end = 0
     claims_log = FakeLog(reader, delay_s=delay_s)
@@ -340,9 +326,9 @@ def test_what_the_merge_knows_of_a_topic_moves_with_its_records_and_the_turns_of
     from streams.pipeline_task import PipelineTask
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         names = shell.names
-        consumer = FetchedAhead(names.prefix, {"task-events": 2, "observations": 1})
+        consumer = fetched_ahead(names.prefix, {"task-events": 2, "observations": 1})
         shell.positions.consumer, shell.positions.tp_factory = consumer, TP
         task = PipelineTask(app=None, shell=shell)
         assert not shell.positions.caught_up_now("task-events", 0)
@@ -370,9 +356,9 @@ def test_a_busy_pipeline_holds_a_record_for_an_earlier_one_however_long_it_takes
     monkeypatch.setattr(time, "monotonic", lambda: real() + shift[0])
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         names = shell.names
-        shell.positions.consumer = FetchedAhead(names.prefix, {"plans": 2, "task-events": 1})
+        shell.positions.consumer = fetched_ahead(names.prefix, {"plans": 2, "task-events": 1})
         shell.positions.tp_factory = TP
         await shell.positions.learn_positions()
         task = PipelineTask(None, shell)
@@ -422,7 +408,7 @@ def test_a_merge_releasing_a_long_held_backlog_lets_the_event_loop_run_between_s
     monkeypatch.setattr(shell_mod, "YIELD_EVERY_S", 0.0)
 
     async def main() -> None:
-        shell, _ = shell_over(tmp_path, HeldProducer())
+        shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
         names = shell.names
         task = PipelineTask(None, shell)
         released: list[Any] = []
@@ -454,41 +440,14 @@ class Control(Message):
     value = b'{"op": "confirm", "device_id": "dev-1"}'
 
 
-class Reading:
-    """faust's consumer as the pipeline's order check sees it: committed offsets, the log's
-    beginning, and the seeks and gaps it is asked for."""
-
-    def __init__(self, committed: dict[Any, int | None], earliest: int = 0) -> None:
-        self._committed_offset = committed
-        #: the broker's committed offsets (faust's own view is empty until its seek)
-        self.broker: dict[Any, int | None] = {}
-        self.earliest = earliest
-        self.sought: list[tuple[Any, int]] = []
-        self.gaps: list[tuple[Any, int, int]] = []
-
-    def highwater(self, tp: Any) -> int:
-        return 1_000
-
-    async def earliest_offsets(self, *tps: Any) -> dict[Any, int]:
-        return dict.fromkeys(tps, self.earliest)
-
-    async def broker_committed(self, tp: Any) -> int | None:
-        return self.broker.get(tp)
-
-    async def seek_wait(self, partitions: dict[Any, int]) -> None:
-        self.sought.extend(partitions.items())
-
-    async def add_log_gap(self, tp: Any, first: int, last: int) -> None:
-        self.gaps.append((tp, first, last))
-
-
-def reading_task(tmp_path: Path, committed: int | None, earliest: int = 0) -> tuple[Any, Reading, Any]:
-    """The pipeline task over a shell whose consumer is :class:`Reading` (control partition 0)."""
+def reading_task(tmp_path: Path, committed: int | None, earliest: int = 0) -> tuple[Any, MemoryConsumer, Any]:
+    """The pipeline task over a shell whose consumer has ``committed`` for control partition 0 and
+    knows every partition's high watermark (1,000)."""
     from streams.pipeline_task import PipelineTask
 
-    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     tp = TP(shell.names.control, 0)
-    consumer = Reading({tp: committed}, earliest)
+    consumer = MemoryConsumer({tp: committed}, default_high=1_000, earliest=earliest)
     shell.positions.consumer, shell.positions.tp_factory = consumer, TP
     return PipelineTask(app=None, shell=shell), consumer, tp
 

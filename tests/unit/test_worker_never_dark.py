@@ -24,6 +24,7 @@ from config.exitcodes import Exit
 from config.settings import Settings, SettingsError
 from guardian.kafka_local import free_port
 from streams.health import Readiness
+from streams.memory_broker import MemoryProducer
 from streams.metrics import GuardianMetrics
 from streams.seam.check import check
 from streams.seam.parts import SeamError
@@ -31,7 +32,7 @@ from streams.seam.reads import FetchState, changelog_topic_names, fetch_states
 from streams.seam.recovery import RecoveryWatch
 from streams.seam.table_writes import RocksStores
 from streams.stalls import InputWatch, WaitClock
-from tests.unit.test_shell_flush import Acked, HeldProducer, handed_over, shell_over
+from tests.unit.test_shell_flush import Acked, handed_over, shell_over
 from topics.envelope import Out
 
 # -- readiness ------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def test_the_seam_check_passes_on_the_pinned_versions(tmp_path: Path) -> None:
 
 
 def test_the_dedup_sweep_without_a_store_is_an_error_not_zero(tmp_path: Path) -> None:
-    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     shell.tables.seen = SimpleNamespace(data=object(), name="seen")
     with pytest.raises(SeamError):
         shell.sweep(0, 1_000)
@@ -272,7 +273,7 @@ def test_a_bad_control_record_is_logged_and_counted(
 ) -> None:
     from topics.envelope import Coords
 
-    shell, _ = shell_over(tmp_path, HeldProducer())
+    shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     shell.metrics = GuardianMetrics()
     shell.control(raw, Coords("control", 2, 17), 1_000)
     assert said in caplog.text and "control:2:17" in caplog.text.replace(" ", "")
@@ -294,7 +295,7 @@ def scrape(metrics: GuardianMetrics) -> dict[tuple[str, tuple[tuple[str, str], .
 
 def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path) -> None:
     async def main() -> GuardianMetrics:
-        producer = HeldProducer()
+        producer = MemoryProducer(hold=True)
         shell, _ = shell_over(tmp_path, producer, Acked())
         shell.metrics = shell.batch.delivery.metrics = metrics = GuardianMetrics()
         # a batch dropped by a rebalance is read again: not counted
