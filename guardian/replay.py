@@ -31,11 +31,8 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
-import functools
 import gc
-import gzip
 import hashlib
-import io
 import itertools
 import multiprocessing
 import pickle
@@ -47,12 +44,21 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 import orjson
 
 from config.exitcodes import Exit
 from config.settings import Settings
+from guardian.replay_input import (
+    InputRecord,
+    ReadMeter,
+    ReplayInputError,
+    SpoolBudget,
+    input_lines,
+    open_input,
+    read_kcat_lines,
+)
 from pipeline.core import Pipeline
 from pipeline.runner import Processor, ReplayStore
 from pipeline.step import Decider
@@ -63,14 +69,12 @@ from supervisor.verdict import Verdict
 from tables.state import ExperienceState, Trigger
 from topics.envelope import Out
 from topics.gate import Admitted
-from topics.names import CONTRACT_SUFFIXES, INPUT_SUFFIXES, TopicNames
+from topics.names import INPUT_SUFFIXES, TopicNames
 from topics.records import ExperiencePlan
 from topics.registry import load_registry
 
 _TIE_ORDER = {suffix: i for i, suffix in enumerate(INPUT_SUFFIXES)}
 _OBSERVATIONS_TIE = _TIE_ORDER["observations"]
-#: §12: ``ts`` is a non-negative integer below 2^53
-MAX_TS = 2**53
 #: the outputs, in the order of their files
 OUT_KINDS = ("decisions", "dispatch", "timeline", "deadletter")
 #: Guardian's own files in ``--out``: removed before a replay writes, never anything else.
@@ -94,128 +98,12 @@ _RUN_BATCH = 256
 _CHUNK_SLICE = 4096
 #: how often (records) the dedup memory forgets keys older than the window
 _SWEEP_EVERY = 4096
-_MAX_TOPICS_LISTED = 10
-
-
-class ReplayInputError(ValueError):
-    """An input file or line cannot be read; the message names the file and line."""
-
-
-@dataclass(frozen=True, slots=True)
-class InputRecord:
-    suffix: str
-    topic: str
-    partition: int
-    offset: int
-    ts: int
-    key: bytes | None
-    value: bytes | None
 
 
 #: (ts, tie, partition, offset, seq, suffix, topic, key, value, own): the sort key comes first and
 #: ``seq`` (input order) is unique, so rows compare without reaching the payload; ``own`` is False
 #: for another job's plan, kept only for the experience→device index.
 Row = tuple[int, int, int, int, int, str, str, bytes | None, bytes | None, bool]
-
-
-# ----------------------------------------------------------------------------------------------
-# reading (a small public reader: other commands read replay files with it)
-# ----------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def open_input(name: str | Path) -> Iterator[IO[bytes]]:
-    """A replay input for reading: a file, or stdin for ``-``; gzip when it starts like gzip."""
-    with contextlib.ExitStack() as stack:
-        raw: Any
-        if str(name) == "-":
-            raw = sys.stdin.buffer
-        else:
-            try:
-                raw = stack.enter_context(Path(name).open("rb"))
-            except OSError as exc:
-                raise ReplayInputError(f"{name}: cannot read: {exc.strerror or exc}") from exc
-        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
-        if buffered.peek(2)[:2] == b"\x1f\x8b":
-            unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
-            stack.callback(unzipped.close)
-            yield cast(IO[bytes], unzipped)
-        else:
-            yield cast(IO[bytes], buffered)
-
-
-def _lines(
-    name: str | Path, names: TopicNames
-) -> Iterator[tuple[str, str, int, int, int, bytes | None, bytes | None]]:
-    """(suffix, topic, partition, offset, ts, key, value) of every record of ours in one file.
-
-    Raises ReplayInputError for a line that is not such a record (naming file and line), and at the
-    end of a file that has records but none under the prefix (listing the topics seen)."""
-    known: dict[str, tuple[str, str] | None] = {}
-    seen_topics: list[str] = []
-    ours = 0
-    lineno = 0
-    prefix = names.prefix
-    with open_input(name) as handle:
-        try:
-            # read a megabyte of lines at a time: a third less than a readline per line
-            lines = itertools.chain.from_iterable(iter(functools.partial(handle.readlines, 1 << 20), []))
-            for lineno, line in enumerate(lines, start=1):
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    if not line.strip():  # a blank line (looked for only when a line does not parse)
-                        continue
-                    raise ReplayInputError(f"{name}:{lineno}: not a JSON line ({exc})") from exc
-                if type(obj) is not dict:
-                    raise ReplayInputError(f"{name}:{lineno}: not a JSON object")
-                topic = obj.get("topic")
-                partition, offset, ts = obj.get("partition"), obj.get("offset"), obj.get("ts")
-                if type(topic) is not str:
-                    raise ReplayInputError(f"{name}:{lineno}: needs a string 'topic'")
-                if type(partition) is not int or partition < 0 or type(offset) is not int or offset < 0:
-                    raise ReplayInputError(
-                        f"{name}:{lineno}: 'partition' and 'offset' must be non-negative integers"
-                    )
-                if type(ts) is not int or not 0 <= ts < MAX_TS:
-                    raise ReplayInputError(f"{name}:{lineno}: 'ts' must be a non-negative integer below 2^53")
-                key, payload = obj.get("key"), obj.get("payload")
-                if key is not None and type(key) is not str:
-                    raise ReplayInputError(f"{name}:{lineno}: 'key' must be a string or null")
-                if payload is not None and type(payload) is not str:
-                    raise ReplayInputError(f"{name}:{lineno}: 'payload' must be a string or null")
-                hit = known.get(topic)
-                if hit is None and topic not in known:
-                    suffix = names.suffix_of(topic)
-                    hit = (suffix, topic) if suffix is not None else None
-                    if len(known) < 1000:
-                        known[topic] = hit
-                    if hit is None and len(seen_topics) < _MAX_TOPICS_LISTED and topic not in seen_topics:
-                        seen_topics.append(topic)
-                if hit is None:
-                    continue
-                ours += 1
-                try:
-                    key_b = key.encode("utf-8") if key is not None else None
-                    value_b = payload.encode("utf-8") if payload is not None else None
-                except UnicodeEncodeError as exc:
-                    raise ReplayInputError(f"{name}:{lineno}: not valid UTF-8 text ({exc.reason})") from exc
-                yield hit[0], hit[1], partition, offset, ts, key_b, value_b
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ReplayInputError(f"{name}:{lineno + 1}: cannot read: {exc}") from exc
-    if ours == 0 and seen_topics:
-        listed = ", ".join(seen_topics)
-        raise ReplayInputError(
-            f"{name}: no topic under the prefix {prefix!r} (expected {prefix}<"
-            f"{'|'.join(CONTRACT_SUFFIXES)}>; topics seen: {listed}); pass --topic-prefix"
-        )
-
-
-def read_kcat_lines(path: Path | str, names: TopicNames) -> Iterator[InputRecord]:
-    """Records of one ``kcat -C -J`` file (``-``: stdin; gzip or not) under the prefix of ``names``.
-
-    A line that is not such a record raises ReplayInputError naming the file and line; so does a
-    file whose topics are none of ours (the message lists the topics seen and the prefix)."""
-    for suffix, topic, partition, offset, ts, key, value in _lines(path, names):
-        yield InputRecord(suffix, topic, partition, offset, ts, key, value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -736,11 +624,16 @@ class _JobInput:
 class _Spool:
     """Reads every input file once, checks each line, routes rows to jobs and spills sorted runs."""
 
-    def __init__(self, names: TopicNames, tmp: Path, jobs: int, chunk_bytes: int) -> None:
+    def __init__(
+        self, names: TopicNames, tmp: Path, jobs: int, chunk_bytes: int, budget: SpoolBudget | None = None
+    ) -> None:
         self.names = names
         self.tmp = tmp
         self.jobs = [_JobInput() for _ in range(jobs)]
         self.chunk_bytes = chunk_bytes
+        #: the temporary disk the runs may take (replay_input.SpoolBudget)
+        self.budget = budget if budget is not None else SpoolBudget(ReadMeter())
+        self._reading = ""
         self.seq = 0
         self.records = 0
         self.has_decisions = False
@@ -752,7 +645,9 @@ class _Spool:
         tie_of = _TIE_ORDER.get
         single = self.jobs[0] if jobs == 1 else None
         limit = self.chunk_bytes
-        for suffix, topic, partition, offset, ts, key, value in _lines(name, self.names):
+        self._reading = name
+        meter = self.budget.meter
+        for suffix, topic, partition, offset, ts, key, value in input_lines(name, self.names, meter):
             tie = tie_of(suffix)
             if tie is None:
                 if suffix == "decisions":
@@ -791,7 +686,9 @@ class _Spool:
         share = self.jobs[j]
         share.chunk.sort()
         self._runs += 1
-        share.runs.append(_write_run((share.chunk,), self.tmp / f"run-{j}-{self._runs}"))
+        run = _write_run((share.chunk,), self.tmp / f"run-{j}-{self._runs}")
+        share.runs.append(run)
+        self.budget.spend(run.stat().st_size, self._reading)
         share.chunk = []
         share.chunk_bytes = 0
 
@@ -885,8 +782,10 @@ def replay_files(
     chunk_bytes: int = CHUNK_BYTES,
     report: bool = True,
     model_decider: Decider | None = None,
+    budget: SpoolBudget | None = None,
 ) -> StreamedReplay:
-    """Replay ``files`` into ``out_dir`` in bounded memory (see the module docstring).
+    """Replay ``files`` into ``out_dir`` in bounded memory (see the module docstring) and bounded
+    temporary disk (``budget``, by default :class:`guardian.replay_input.SpoolBudget`'s bounds).
 
     ``out_dir`` is emptied of Guardian's own files first; if anything fails, none of them is left
     behind. Raises ReplayInputError for unreadable input."""
@@ -897,7 +796,7 @@ def replay_files(
     try:
         with tempfile.TemporaryDirectory(prefix="guardian-replay-") as tmp_name:
             tmp = Path(tmp_name)
-            spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes)
+            spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes, budget)
             with _fewer_collections():  # (the rows of a chunk live until it is spilled)
                 for name in files:
                     spool.add_file(name)
