@@ -21,7 +21,7 @@ from aiokafka.errors import KafkaError
 
 from config.exitcodes import Exit
 from config.settings import Settings
-from guardian.kcat_json import kcat_line
+from guardian.kcat_json import kcat_line as kcat_line
 from streams.admin import admin_client, partition_counts, quiet_client_logs, unreachable, wait_for_broker
 from topics.names import CONTRACT_SUFFIXES, TopicNames
 

@@ -59,6 +59,7 @@ from guardian.replay_input import (
     open_input,
     read_kcat_lines,
 )
+from guardian.replay_model import DeferredDecisions, DeviceDecider
 from pipeline.core import Pipeline
 from pipeline.runner import Processor, ReplayStore
 from pipeline.step import Decider
@@ -268,19 +269,25 @@ class SummaryCounts:
 # the engine: ordered rows through the processor, outputs handed to a sink
 # ----------------------------------------------------------------------------------------------
 class ReplayEngine:
-    """One replay's state: the processor over an in-memory store, fed rows in order."""
+    """One replay's state: the processor over an in-memory store, fed rows in order. ``decider``
+    decides inline (rules, recorded); with ``model`` instead, triggers are queued and decided as a
+    live model lane decides them (:class:`guardian.replay_model.DeferredDecisions`)."""
 
     def __init__(
         self,
         settings: Settings,
-        decider: Decider,
+        decider: Decider | None,
         emit: Callable[[Out], None],
         on_state: Callable[[DeviceStateChange], None] | None = None,
+        model: DeviceDecider | None = None,
     ) -> None:
+        if (decider is None) == (model is None):
+            raise ValueError("a replay decides inline or with a model, one of the two")
         registry = load_registry(settings.contracts_file, settings.capabilities_file)
         self.processor = Processor(registry, Pipeline(registry, language=settings.language), decider)
         self.store = ReplayStore()
         self.emit = emit
+        self.deferred = DeferredDecisions(self.processor, self.store, model, emit) if model else None
         #: receives the network and voice observations of the input (the report's bands)
         self.on_state = on_state
         self.records = 0
@@ -293,6 +300,7 @@ class ReplayEngine:
         process = self.processor.process
         store = self.store
         emit = self.emit
+        deferred = self.deferred
         on_state = self.on_state
         window = self.processor.pipeline.dedup_window_ms
         n = self.records
@@ -322,8 +330,11 @@ class ReplayEngine:
                     on_state(change)
             if n % _SWEEP_EVERY == 0:
                 store.forget_seen_before(ts - window)
-            for o in process(store, suffix, key, value, topic, partition, offset, ts).outs:  # positional
+            done = process(store, suffix, key, value, topic, partition, offset, ts)  # positional
+            for o in done.outs:
                 emit(o)
+            if deferred is not None and done.queued:
+                deferred.settle(done.device_id, done.queued)
         self.records = n
 
     def _foreign_plan(self, row: Row) -> None:
@@ -347,8 +358,11 @@ class ReplayEngine:
     def finish(self) -> None:
         """End of input: confirm every device's still-pending debounce changes."""
         for device_id in sorted(self.store.devices):
-            for o in self.processor.confirm_quiet(self.store, device_id, None).outs:
+            done = self.processor.confirm_quiet(self.store, device_id, None)
+            for o in done.outs:
                 self.emit(o)
+            if self.deferred is not None:
+                self.deferred.settle(done.device_id, done.queued)
 
 
 @contextlib.contextmanager
@@ -367,18 +381,19 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def _decider_for(
-    mode: str, recorded: RecordedDecisions, model_decider: Decider | None
-) -> tuple[Decider, RecordedDecider | None]:
+    mode: str, recorded: RecordedDecisions, model_decider: DeviceDecider | None
+) -> tuple[Decider | None, RecordedDecider | None, DeviceDecider | None]:
+    """(the inline decider, the recorded one when it is that, the model decider)"""
     if mode == "recorded":
         recorded_decider = RecordedDecider(recorded)
-        return recorded_decider, recorded_decider
+        return recorded_decider, recorded_decider, None
     if mode == "model":
         if model_decider is None:
             raise ReplayInputError(
                 "--decisions model needs GUARDIAN_SUPERVISOR=gemini and a configured model"
             )
-        return model_decider, None
-    return rules.decide, None
+        return None, None, model_decider
+    return rules.decide, None, None
 
 
 def _all_divergences(
@@ -417,13 +432,13 @@ def replay_records(
     *,
     settings: Settings,
     mode: str | None = None,
-    model_decider: Decider | None = None,
+    model_decider: DeviceDecider | None = None,
 ) -> ReplayResult:
     """Run input records through the live pipeline's logic, in memory; pure apart from the registry load."""
     recorded = RecordedDecisions.from_records(records)
     if mode is None:
         mode = "recorded" if recorded.by_trigger else "rules"
-    decider, recorded_decider = _decider_for(mode, recorded, model_decider)
+    decider, recorded_decider, model = _decider_for(mode, recorded, model_decider)
     outs: dict[str, list[dict[str, Any]]] = {k: [] for k in OUT_KINDS}
     counts = SummaryCounts()
 
@@ -432,7 +447,7 @@ def replay_records(
         counts.add(o.kind, o.value)
 
     device_states: list[DeviceStateChange] = []
-    engine = ReplayEngine(settings, decider, collect, device_states.append)
+    engine = ReplayEngine(settings, decider, collect, device_states.append, model)
     rows = sorted(_row(r, i) for i, r in enumerate(records) if r.suffix in _TIE_ORDER)
     with _fewer_collections():
         engine.feed(rows)
@@ -705,7 +720,7 @@ def _run_job(
     out_dir: Path,
     settings: Settings,
     mode: str,
-    model_decider: Decider | None = None,
+    model_decider: DeviceDecider | None = None,
     states: bool = True,
 ) -> _JobResult:
     """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
@@ -716,9 +731,9 @@ def _run_job(
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
-        with blocking_model_decider(settings) as model:
-            return _run_job(share, tmp, out_dir, settings, mode, model, states)
-    decider, recorded_decider = _decider_for(mode, recorded, model_decider)
+        with blocking_model_decider(settings) as blocking:
+            return _run_job(share, tmp, out_dir, settings, mode, blocking, states)
+    decider, recorded_decider, model = _decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
     handles = {k: (out_dir / f"{k}.jsonl").open("wb", buffering=1024 * 1024) for k in OUT_KINDS}
     dumps = orjson.dumps
@@ -733,7 +748,7 @@ def _run_job(
 
         add_state, close_states = _write_states(_states_file(tmp, out_dir))
         try:
-            engine = ReplayEngine(settings, decider, emit, add_state if states else None)
+            engine = ReplayEngine(settings, decider, emit, add_state if states else None, model)
             with _fewer_collections():
                 engine.feed(share.rows(tmp))
                 engine.finish()
@@ -781,7 +796,7 @@ def replay_files(
     jobs: int = 1,
     chunk_bytes: int = CHUNK_BYTES,
     report: bool = True,
-    model_decider: Decider | None = None,
+    model_decider: DeviceDecider | None = None,
     budget: SpoolBudget | None = None,
 ) -> StreamedReplay:
     """Replay ``files`` into ``out_dir`` in bounded memory (see the module docstring) and bounded
