@@ -329,19 +329,6 @@ def write_override(root: Path, images: Images) -> None:
         path.unlink(missing_ok=True)
 
 
-def kafka_test_image(env: Mapping[str, str] | None = None) -> str:
-    """The Kafka image of the container test tier: ``GUARDIAN_TEST_KAFKA_IMAGE``, else apache/kafka
-    when it is here, else the one ``make docker`` built, else apache/kafka (to be pulled)."""
-    env = os.environ if env is None else env
-    if env.get("GUARDIAN_TEST_KAFKA_IMAGE"):
-        return env["GUARDIAN_TEST_KAFKA_IMAGE"]
-    docker = docker_cli(env)
-    for image in (REGISTRY_KAFKA, LOCAL_KAFKA):
-        if run([docker, "image", "inspect", "--format", "{{.Id}}", image], 60).returncode == 0:
-            return image
-    return REGISTRY_KAFKA
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m guardian.docker_images", description=__doc__.split("\n")[0]
