@@ -193,9 +193,10 @@ def ensure_engine(env: Mapping[str, str] | None = None) -> StartedEngine | None:
             )
             return started
         time.sleep(0.5)
+    lines = _tail(log)
     stop_engine(started)
     raise DockerError(
-        f"dockerd did not answer within {ENGINE_START_TIMEOUT_S:.0f} s; its last lines:\n{_tail(log)}"
+        f"dockerd did not answer within {ENGINE_START_TIMEOUT_S:.0f} s; its last lines:\n{lines}"
     )
 
 
@@ -208,6 +209,7 @@ def stop_engine(started: StartedEngine) -> None:
         except subprocess.TimeoutExpired:
             started.proc.kill()
             started.proc.wait(timeout=30)
+    started.log.unlink(missing_ok=True)
     print(f"guardian docker: stopped dockerd (pid {started.proc.pid})", file=sys.stderr, flush=True)
 
 
