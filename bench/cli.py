@@ -485,7 +485,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
                     settings, bootstrap, names, sizes, out, tmp, int(time.time() * 1000) - 3_600_000, results
                 )
                 run.profile = bool(getattr(args, "profile", False))
-                run.cores = cores
+                run.cores, run.allowed = cores, cores.worker | cores.others
                 run.say(f"broker {bootstrap} ({kind}), topics {prefix}*, {settings.partitions} partitions")
                 try:
                     _kafka_parts(run, kafka_parts, args)

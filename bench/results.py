@@ -170,8 +170,6 @@ def keep(kept: dict[str, Any], directory: Path = RESULTS_DIR) -> str:
 def render_docs(root: Path = ROOT, directory: Path = RESULTS_DIR) -> list[str]:
     """Rewrite the marked blocks of the documents from the latest kept results; those changed."""
     runs = history(directory)
-    if not runs:
-        return []
     changed: list[str] = []
     for doc, block in DOCS.items():
         path = root / doc

@@ -23,7 +23,9 @@ def test_on_one_core_it_says_it_cannot_and_pins_nothing_apart() -> None:
     cores = layout.plan({5})
     assert not cores.pinned
     assert cores.worker == cores.others == {5}
-    assert cores.describe() == "cores: nothing pinned (1 core allowed: the worker cannot have a core of its own)"
+    assert (
+        cores.describe() == "cores: nothing pinned (1 core allowed: the worker cannot have a core of its own)"
+    )
 
 
 def test_a_started_process_and_its_threads_run_on_the_cores_given() -> None:
