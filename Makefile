@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed
 DEVICES ?= 20
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-unit check demo reliability chaos bench bench-quick kafka-up kafka-down clean
+.PHONY: venv test test-unit check demo reliability chaos bench bench-quick kafka-up kafka-down clean \
+	docker test-docker docker-tier
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +21,7 @@ venv: $(STAMP)
 test: $(STAMP)
 	scripts/ensure-debian-tools chromium:chromium kcat:kcat fonts-noto-cjk
 	$(BIN)/guardian kafka fetch
-	$(BIN)/python -m pytest -m "not reliability" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not reliability and not docker" $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
@@ -52,6 +53,23 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/guardian bench --quick --out out/bench
+
+## make docker: the images of docker-compose.yml (built here where no registry answers; cached).
+## Starts dockerd (as root) when no engine answers, and leaves it running for `docker compose up`.
+docker: $(STAMP)
+	$(BIN)/python -m guardian.docker_engine --keep -- $(BIN)/python -m guardian.docker_images
+
+## make test-docker: the integration tier on a testcontainers Kafka, and a compose smoke test.
+## Installs docker.io when missing, starts dockerd when no engine answers, and stops what it started.
+test-docker: $(STAMP)
+	scripts/ensure-debian-tools chromium:chromium kcat:kcat fonts-noto-cjk
+	$(BIN)/guardian kafka fetch
+	$(BIN)/python -m guardian.docker_engine -- $(MAKE) --no-print-directory docker-tier
+
+docker-tier: $(STAMP)
+	$(BIN)/python -m guardian.docker_images
+	GUARDIAN_TEST_BROKER=testcontainers $(BIN)/python -m pytest tests/integration tests/docker \
+		-m "not reliability" $(PYTEST_ARGS)
 
 kafka-up: $(STAMP)
 	$(BIN)/guardian kafka up

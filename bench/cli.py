@@ -10,18 +10,18 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
    a fresh ``guardian worker`` starts on them and its consumer group's committed offsets are polled
    until it has committed them all: the throughput is the input records the worker acked after its
    first acked batch over the time from that batch to its last (the worker's latency trace has a
-   line per batch acked; its start-up is not in it; offsets are committed once a second, too coarse
-   to time a run of a few seconds by, and the rate by commits is kept as ``by_commits``). The
-   worker's peak RSS (``VmHWM``) after it has handled every device is the memory figure;
-3. ``latency``: the same worker under a steady load of a quarter of the measured maximum (or
-   ``--rate``); battery-low triggers on fresh experiences are timestamped when produced and matched
-   to their ``return_to_station`` dispatch by ``trigger_event_id``; the percentiles are over the
-   probes sent after the load's first ``warmup_s`` seconds (those before are reported apart);
+   line per batch acked; its start-up is not in it), and only from a valid window
+   (:mod:`bench.windows`; the rate by its commits, once a second, is kept as ``by_commits``); its
+   CPU time per observation over the same window. The worker's peak RSS (``VmHWM``) after it has
+   handled every device is the memory figure;
+3. ``latency`` (:mod:`bench.latency_run`): the same worker under a steady load of a quarter of a
+   valid measured maximum (or ``--rate``; refused without either), a warm-up, then three windows,
+   each judged and reported on its own;
 4. ``passthrough``: a raw aiokafka consume -> JSON decode -> produce loop over the same topic;
    ``faust``: the floors (:mod:`bench.faust_floor`), on the worker's App class over the same
    records: a faust agent that only acks (faust's per-message stream path), and faust's conductor
    handing them to an inbox drained in batches (the worker's path), before any work; timed like
-   the pipeline, by the acks each reports;
+   the pipeline, by the acks each reports, judged like it, with their CPU time per record;
 5. ``broker``: Kafka's ``ProducerPerformance`` and ``ConsumerPerformance`` on the same broker;
 6. ``core`` and ``gate``: the micro-benchmarks (one core, no Kafka);
 7. ``replay``: ``guardian replay`` over a generated 1 M-record export (:mod:`bench.replay_bench`);
@@ -29,7 +29,10 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
    (:mod:`bench.scaleout`): aggregate rate, per-worker RSS, the pause a join causes, and every
    output once.
 
-It prints a summary and writes ``OUT/bench.json`` and ``OUT/bench.svg``.
+The measured processes run on a core of their own, the broker and the load generator on the
+others (:mod:`bench.layout`). It prints a summary and writes ``OUT/bench.json``, ``OUT/bench.svg``
+and ``OUT/results.json``; a run of every part also writes its figures to ``bench/results/``
+(:mod:`bench.results`). It exits 1 when a measured window was not valid, naming it and why.
 """
 
 from __future__ import annotations
@@ -39,53 +42,33 @@ import asyncio
 import contextlib
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import TopicPartition
 
-from bench import kafka_ops
+from bench import kafka_ops, layout, windows
 from bench.core_bench import run_core_bench
 from bench.gate_bench import run_gate_bench
 from bench.sizes import FULL, QUICK, Sizes
 from bench.svg import write_svg
-from bench.timing import acked_rate, pct, probe_latencies
-from bench.workload import (
-    MIX,
-    battery_low,
-    device_ids,
-    measured_records,
-    setup_end,
-    setup_records,
-)
+from bench.targets import evaluate
+from bench.timing import ack_marks
+from bench.watch import commit_rate, watch
+from bench.workload import MIX, device_ids, measured_records, setup_end, setup_records
 from config.settings import Settings
 from topics.names import TopicNames
 
 PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay", "scaleout")
 #: deadlines of the waiting phases (each says what it waited for when it runs out)
 SETUP_TIMEOUT_S = 600.0
-PIPELINE_TIMEOUT_S = 900.0
-
-TARGETS = {
-    "ratio_pipeline_passthrough": (">=", 0.5),
-    "ratio_pipeline_inbox_floor": (">=", 0.6),
-    "pipeline_obs_per_s": (">=", 20_000.0),
-    "latency_p99_ms": ("<=", 100.0),
-    "worker_rss_mb_10k_devices": ("<=", 400.0),
-    "core_median_us": ("<=", 20.0),
-    "replay_records_per_s": (">=", 40_000.0),
-    "replay_rss_mb_1m_records": ("<=", 600.0),
-}
 
 
 def machine() -> dict[str, Any]:
@@ -104,6 +87,7 @@ def machine() -> dict[str, Any]:
         "nproc": os.cpu_count(),
         "cpu": cpu,
         "ram_gib": round(mem / 2**30, 1),
+        "cores_allowed": sorted(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
@@ -149,15 +133,22 @@ class Run:
     workers: list[kafka_ops.Worker] = field(default_factory=list)
     #: sample the measured processes with py-spy (``--profile``)
     profile: bool = False
-    #: the latency part's measured probes (after the warm-up): event id -> when sent, when its
-    #: dispatch was read, when the bench saw Kafka acknowledge it (wall clock)
-    probe_times: tuple[dict[str, float], dict[str, float], dict[str, float]] = field(
-        default_factory=lambda: ({}, {}, {})
-    )
+    #: the measured processes' cores and the others' (``bench.layout``)
+    cores: layout.Layout = field(default_factory=layout.current)
+    #: every core the run may use (the scale-out part's workers share them)
+    allowed: frozenset[int] = field(default_factory=lambda: frozenset(os.sched_getaffinity(0)))
 
     def spawn(self, worker: kafka_ops.Worker) -> kafka_ops.Worker:
+        """Start ``worker`` (on every core the run may use unless it was given its own)."""
+        if worker.cores is None:
+            worker.cores = self.allowed
         self.workers.append(worker)
         return worker.start()
+
+    def measured(self, worker: kafka_ops.Worker) -> kafka_ops.Worker:
+        """Start a measured process on the measured processes' core."""
+        worker.cores = self.cores.worker
+        return self.spawn(worker)
 
     def stop_all(self) -> None:
         for worker in self.workers:
@@ -245,7 +236,7 @@ class Run:
         setup += setup_records(names, self.lat_devices, self.lat_t0)
         self.say(f"setup: {len(setup)} records (plans + security.started) for {sizes.devices} devices")
         asyncio.run(kafka_ops.produce(self.bootstrap, setup))
-        first = self.spawn(
+        first = self.measured(
             kafka_ops.Worker(self.worker_env(), self.out / "worker-setup.log", worker_id="bench")
         )
         try:
@@ -269,51 +260,50 @@ class Run:
         asyncio.run(kafka_ops.produce(self.bootstrap, records))
         produce_s = time.monotonic() - t
         self.say(f"produced {len(records)} observations in {produce_s:.1f} s")
-        worker = self.spawn(kafka_ops.Worker(self.worker_env(), self.out / "worker.log", worker_id="bench"))
+        worker = self.measured(
+            kafka_ops.Worker(self.worker_env(), self.out / "worker.log", worker_id="bench")
+        )
         spawned, spawned_at = time.monotonic(), time.time()
-        cpu0 = 0.0
         profiling: list[Any] = []
 
         def profile_from_now() -> None:  # from its first commit: its start-up is not in the profile
             profiling.append(self.profiler(worker.pid, "worker"))
 
         try:
-            samples = asyncio.run(
-                self._watch(worker, names.observations, len(records), self.group, on_first=profile_from_now)
+            seen = asyncio.run(
+                watch(
+                    self.bootstrap,
+                    self.partitions,
+                    worker,
+                    names.observations,
+                    len(records),
+                    self.group,
+                    on_first=profile_from_now,
+                )
             )
         except (TimeoutError, RuntimeError):
             worker.stop()
             raise
         finally:
             self.profiled("pipeline", profiling[0] if profiling else None, "the measured worker")
-        done_at = time.time()
-        (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
-        cpu = kafka_ops.proc_cpu_s(worker.pid) or cpu0
-        by_commits = commit_rate(samples)
         # timed by the worker's own acks (its latency trace has a line per batch acked), as the
         # floors are: offsets are committed once a second, coarse for a run of a few seconds
-        timed = acked_rate(self.trace_path, spawned_at, done_at)
-        if timed is None:
-            timed = {
-                "records_per_s": by_commits,
-                "measured_records": c_last - c_first,
-                "measured_s": t_last - t_first,
-            }
-        rate = timed["records_per_s"]
+        timed = windows.acked_window(
+            ack_marks(self.trace_path, spawned_at, time.time()), len(records), seen.cpu
+        )
         hwm = kafka_ops.proc_status(worker.pid, "VmHWM") or 0
         rss = kafka_ops.proc_status(worker.pid, "VmRSS") or 0
+        startup_s = seen.commits[0][0] - spawned
         self.results["pipeline"] = {
             "records": len(records),
             "devices": sizes.devices,
             "partitions": self.partitions,
             "mix": MIX,
-            "records_per_s": rate,
-            "measured_records": timed["measured_records"],
-            "measured_s": timed["measured_s"],
-            "by_commits": by_commits,
-            "startup_s": t_first - spawned,
-            "commit_samples": len(samples),
-            "worker_cpu_s_total": cpu,
+            **timed,
+            "by_commits": commit_rate(seen.commits),
+            "startup_s": startup_s,
+            "commit_samples": len(seen.commits),
+            "worker_cpu_s_total": kafka_ops.proc_cpu_s(worker.pid),
             "producer_records_per_s": len(records) / produce_s,
         }
         self.results["rss"] = {
@@ -322,168 +312,10 @@ class Run:
             "vm_rss_mb": rss / 2**20,
         }
         self.say(
-            f"pipeline: {rate:,.0f} obs/s over {timed['measured_records']:,.0f} records acked in "
-            f"{timed['measured_s']:.2f} s ({by_commits:,.0f} by its commits; "
-            f"start-up {t_first - spawned:.1f} s); worker peak RSS {hwm / 2**20:.0f} MB"
+            f"pipeline: {measured_line(timed, 'obs/s')} (start-up {startup_s:.1f} s); "
+            f"worker peak RSS {hwm / 2**20:.0f} MB"
         )
         return worker
-
-    async def _watch(
-        self,
-        worker: kafka_ops.Worker,
-        topic: str,
-        expected: int,
-        group: str,
-        on_first: Callable[[], None] | None = None,
-    ) -> list[tuple[float, int]]:
-        """(time, committed) at every change of the committed total, from the first advance to the end
-        (when everything was committed at once: from the last poll that saw nothing committed)."""
-        ends = await kafka_ops.end_offsets(self.bootstrap, [topic], self.partitions)
-        target = sum(ends.values())
-        if target < expected:
-            raise RuntimeError(f"only {target} of {expected} records are on {topic}")
-        samples: list[tuple[float, int]] = []
-        last = -1
-        deadline = time.monotonic() + PIPELINE_TIMEOUT_S
-        async with kafka_ops.GroupWatch(self.bootstrap, group) as watch:
-            base: int | None = None
-            before_first = time.monotonic()
-            while True:
-                committed = sum((await watch.committed([topic])).values())
-                now = time.monotonic()
-                if base is None:
-                    base = committed
-                if committed == base:
-                    before_first = now
-                if committed != last and committed > base:
-                    if not samples and on_first is not None:
-                        on_first()
-                    samples.append((now, committed))
-                    last = committed
-                if committed >= target:
-                    return samples if len(samples) >= 2 else [(before_first, base), (now, committed)]
-                if not worker.alive():
-                    raise RuntimeError(f"the worker exited:\n{worker.log_tail()}")
-                if now > deadline:
-                    raise TimeoutError(
-                        f"waited {PIPELINE_TIMEOUT_S:.0f} s for group {group} to commit the {target} records "
-                        f"of {topic}: {committed} committed"
-                    )
-                await asyncio.sleep(0.1)
-
-    # -- latency ---------------------------------------------------------------------------------
-    async def latency(self, rate: float) -> dict[str, Any]:
-        sizes, names = self.sizes, self.names
-        # a short fetch wait: a partition whose records were just read is fetched again only once
-        # the request in flight for the others returns, which with aiokafka's default (500 ms) and
-        # a few dispatches per second added up to half a second to a probe
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            request_timeout_ms=30_000,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=10,
-        )
-        bg = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
-        probe = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0, acks="all")
-        async with kafka_ops.deadline("the latency run's consumer and producers to start", 60):
-            await consumer.start()
-            await bg.start()
-            await probe.start()
-        arrived: dict[str, float] = {}
-        sent_at: dict[str, float] = {}
-        produced_at: dict[str, float] = {}
-
-        def produced(event_id: str) -> Callable[[asyncio.Future[Any]], None]:
-            def done(_: asyncio.Future[Any]) -> None:
-                produced_at[event_id] = time.time()
-
-            return done
-
-        stop = asyncio.Event()
-
-        async def read_dispatches() -> None:
-            while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=50)
-                now = time.time()
-                for msgs in batch.values():
-                    for m in msgs:
-                        trig = orjson.loads(m.value).get("trigger_event_id")
-                        if isinstance(trig, str):
-                            arrived.setdefault(trig, now)
-
-        try:
-            tps = [TopicPartition(names.dispatch, p) for p in range(self.partitions)]
-            consumer.assign(tps)
-            async with kafka_ops.deadline(f"the end offsets of {names.dispatch}", 30):
-                await consumer.seek_to_end(*tps)
-                for tp in tps:
-                    await consumer.position(tp)
-            reader = asyncio.create_task(read_dispatches())
-            lat = self.lat_devices
-            background = measured_records(
-                names, self.devices, self.t0, self.measured_t0 + sizes.records, 10**9, start=sizes.records
-            )
-            ts = self.measured_t0 + sizes.records
-            start = time.monotonic()
-            measured_from = time.time() + sizes.warmup_s
-            n_bg = n_probe = 0
-            pending: list[asyncio.Future[Any]] = []
-            while True:
-                elapsed = time.monotonic() - start
-                if elapsed >= sizes.warmup_s + sizes.latency_s:
-                    break
-                while n_bg < rate * elapsed:
-                    rec = next(background)
-                    ts = rec.ts
-                    pending.append(await bg.send(rec.topic, rec.value, key=rec.key, timestamp_ms=rec.ts))
-                    n_bg += 1
-                while n_probe < sizes.probes_per_s * elapsed and n_probe < len(lat):
-                    dev = lat[n_probe]
-                    trig = battery_low(names, dev, self.lat_t0 + n_probe, 1, ts)
-                    event_id = orjson.loads(trig.value)["event_id"]
-                    sent_at[event_id] = time.time()
-                    fut = await probe.send(trig.topic, trig.value, key=trig.key, timestamp_ms=trig.ts)
-                    fut.add_done_callback(produced(event_id))
-                    pending.append(fut)
-                    n_probe += 1
-                if len(pending) > 5000:
-                    await asyncio.gather(*pending)
-                    pending.clear()
-                await asyncio.sleep(0.005)
-            async with kafka_ops.deadline(f"Kafka to acknowledge {len(pending)} latency-run records", 60):
-                await asyncio.gather(*pending)
-            achieved = n_bg / (time.monotonic() - start)
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and not all(e in arrived for e in sent_at):  # noqa: ASYNC110
-                await asyncio.sleep(0.1)
-            stop.set()
-            await reader
-        finally:
-            await bg.stop()
-            await probe.stop()
-            await consumer.stop()
-        split = probe_latencies(sent_at, arrived, measured_from)
-        latencies, warm = split.measured, split.warmup
-        self.probe_times = (split.measured_sent, arrived, produced_at)
-        return {
-            "background_rate_target": rate,
-            "background_rate_achieved": achieved,
-            "probes": len(split.measured_sent),
-            "matched": len(latencies),
-            "p50_ms": statistics.median(latencies) if latencies else None,
-            "p99_ms": pct(latencies, 0.99) if latencies else None,
-            "p999_ms": pct(latencies, 0.999) if latencies else None,
-            "max_ms": max(latencies) if latencies else None,
-            "seconds": sizes.latency_s,
-            "warmup": {
-                "seconds": sizes.warmup_s,
-                "probes": len(warm) + split.warmup_missing,
-                "matched": len(warm),
-                "p50_ms": statistics.median(warm) if warm else None,
-                "p99_ms": pct(warm, 0.99) if warm else None,
-                "max_ms": max(warm) if warm else None,
-            },
-        }
 
     # -- baselines ------------------------------------------------------------------------------
     def observations_on_topic(self) -> int:
@@ -504,13 +336,23 @@ class Run:
         sink = names.prefix + "passthrough"
         asyncio.run(kafka_ops.create_extra_topics(self.bootstrap, [sink], self.partitions))
         expected = self.observations_on_topic()
-        res = asyncio.run(
-            kafka_ops.passthrough(
-                self.bootstrap, names.observations, sink, names.prefix + "passthrough-group", expected, 600
+        with layout.running_on(self.cores.worker):  # measured as the worker is, on its core
+            res = asyncio.run(
+                kafka_ops.passthrough(
+                    self.bootstrap,
+                    names.observations,
+                    sink,
+                    names.prefix + "passthrough-group",
+                    expected,
+                    600,
+                )
             )
-        )
-        self.results["passthrough"] = res
-        self.say(f"raw aiokafka passthrough: {res['records_per_s']:,.0f} records/s over {expected}")
+        window = windows.check_throughput(int(res["records"]), res["seconds"], expected)
+        timed: dict[str, Any] = window.as_dict()
+        if window.valid:
+            timed.update(cpu_s=res["cpu_s"], cpu_us_per_record=res["cpu_s"] / window.records * 1e6)
+        self.results["passthrough"] = timed
+        self.say(f"raw aiokafka passthrough: {measured_line(timed, 'records/s')}")
 
     def faust_floor(self) -> None:
         """The floors over the same records (``bench.faust_floor``): a faust agent that only acks,
@@ -536,7 +378,7 @@ class Run:
                 str(progress_path),
             ]
             log = self.out / f"{mode}-floor.log"
-            floor = self.spawn(kafka_ops.Worker(dict(os.environ), log, module_argv=argv))
+            floor = self.measured(kafka_ops.Worker(dict(os.environ), log, module_argv=argv))
             profiling: list[Any] = []
 
             def profile_floor(pid: int = floor.pid, name: str = mode, into: list[Any] = profiling) -> None:
@@ -544,22 +386,25 @@ class Run:
                     into.append(self.profiler(pid, f"{name}-floor"))
 
             try:
-                samples = asyncio.run(
-                    self._watch(floor, names.observations, expected, group, on_first=profile_floor)
+                seen = asyncio.run(
+                    watch(
+                        self.bootstrap,
+                        self.partitions,
+                        floor,
+                        names.observations,
+                        expected,
+                        group,
+                        profile_floor,
+                    )
                 )
             finally:
                 self.profiled(key, profiling[0] if profiling else None, label)
                 floor.stop()
             # timed by its own acks (its offsets are committed once a second: a quick run's records
             # are all acked within one or two commits)
-            timed = acked_rate(progress_path, started, time.time())
-            if timed is None:
-                raise RuntimeError(f"the {label} wrote no progress to time it by:\n{floor.log_tail()}")
-            self.results[key] = {**timed, "by_commits": commit_rate(samples)}
-            self.say(
-                f"{label}: {timed['records_per_s']:,.0f} records/s over {expected} "
-                f"({timed['measured_records']:,.0f} acked in {timed['measured_s']:.2f} s)"
-            )
+            timed = windows.acked_window(ack_marks(progress_path, started, time.time()), expected, seen.cpu)
+            self.results[key] = {**timed, "by_commits": commit_rate(seen.commits)}
+            self.say(f"{label}: {measured_line(timed, 'records/s')} of {expected:,}")
 
     def broker(self) -> None:
         names = self.names
@@ -579,37 +424,14 @@ class Run:
         }
 
 
-def commit_rate(samples: list[tuple[float, int]]) -> float:
-    """Records committed per second between the first and the last sample of ``_watch``."""
-    (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
-    return (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
-
-
-def evaluate(results: dict[str, Any]) -> dict[str, Any]:
-    values: dict[str, float | None] = {
-        "ratio_pipeline_passthrough": results.get("ratio_pipeline_passthrough"),
-        "ratio_pipeline_inbox_floor": results.get("ratio_pipeline_inbox_floor"),
-        "pipeline_obs_per_s": results.get("pipeline", {}).get("records_per_s"),
-        "latency_p99_ms": results.get("latency", {}).get("p99_ms"),
-        "worker_rss_mb_10k_devices": results.get("rss", {}).get("vm_hwm_mb"),
-        "core_median_us": results.get("core", {}).get("median_us"),
-        "replay_records_per_s": results.get("replay", {}).get("records_per_s"),
-        "replay_rss_mb_1m_records": results.get("replay", {}).get("rss_mb"),
-    }
-    out: dict[str, Any] = {}
-    for name, (op, target) in TARGETS.items():
-        value = values[name]
-        met = None if value is None else (value >= target if op == ">=" else value <= target)
-        out[name] = {"target": f"{op} {target:g}", "value": value, "met": met}
-    rss_devices = results.get("rss", {}).get("devices", 0)
-    if rss_devices and rss_devices < 10_000:
-        out["worker_rss_mb_10k_devices"]["met"] = None
-        out["worker_rss_mb_10k_devices"]["note"] = f"measured at {rss_devices} devices only"
-    replayed = results.get("replay", {}).get("records", 0)
-    if replayed and replayed < 1_000_000:
-        out["replay_rss_mb_1m_records"]["met"] = None
-        out["replay_rss_mb_1m_records"]["note"] = f"measured at {replayed} records only"
-    return out
+def measured_line(timed: dict[str, Any], unit: str) -> str:
+    """A throughput part's figure, or, from a window that is not valid, why there is none."""
+    got = f"{timed['measured_records']:,} records in {timed['measured_s']:.2f} s"
+    if not timed["valid"]:
+        return f"NOT VALID, no figure ({got}): " + "; ".join(timed["reasons"])
+    cpu = timed.get("cpu_us_per_record")
+    per = f", {cpu:,.1f} µs of CPU per record" if cpu is not None else ""
+    return f"{timed['records_per_s']:,.0f} {unit} ({got}{per})"
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -634,29 +456,23 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    cores = layout.current()
     results: dict[str, Any] = {
         "machine": machine(),
         "mode": "quick" if args.quick else "full",
         "sizes": sizes.__dict__,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "layout": cores.as_dict(),
+        "load_average_at_start": list(os.getloadavg()),
     }
+    print(cores.describe(), flush=True)
     started = time.monotonic()
-    if "gate" in only:
-        results["gate"] = run_gate_bench(n=sizes.micro_n)
-        print(f"gate micro-benchmark: {results['gate']['median_us']:.1f} µs/record (median)", flush=True)
-    if "core" in only:
-        results["core"] = run_core_bench(n=sizes.micro_n)
-        core = results["core"]
-        print(
-            f"core micro-benchmark: {core['median_us']:.1f} µs/observation alone, "
-            f"{core['with_gate_median_us']:.1f} µs with the gate (medians)",
-            flush=True,
-        )
-    if "replay" in only:
-        _replay_part(results, sizes, quick=bool(args.quick))
+    with layout.running_on(cores.worker):  # the micro-benchmarks and the replay: one core, the worker's
+        _one_core_parts(results, sizes, only, quick=bool(args.quick))
     kafka_parts = only & {"pipeline", "latency", "passthrough", "faust", "broker", "scaleout"}
     if kafka_parts:
-        with tempfile.TemporaryDirectory(prefix="guardian-bench-") as tmpdir:
+        # the bench (the load generator) and what it starts (the broker, Kafka's tools) on the others
+        with layout.running_on(cores.others), tempfile.TemporaryDirectory(prefix="guardian-bench-") as tmpdir:
             tmp = Path(tmpdir)
             with broker_for(settings, tmp) as (bootstrap, kind):
                 results["broker_kind"] = kind
@@ -669,6 +485,7 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
                     settings, bootstrap, names, sizes, out, tmp, int(time.time() * 1000) - 3_600_000, results
                 )
                 run.profile = bool(getattr(args, "profile", False))
+                run.cores, run.allowed = cores, cores.worker | cores.others
                 run.say(f"broker {bootstrap} ({kind}), topics {prefix}*, {settings.partitions} partitions")
                 try:
                     _kafka_parts(run, kafka_parts, args)
@@ -677,21 +494,41 @@ def _bench(args: argparse.Namespace, settings: Settings) -> int:
                     with contextlib.suppress(Exception):
                         extra = [prefix + s for s in ("passthrough", "perf")]
                         asyncio.run(delete_topics(bootstrap, [*worker_topics(names), *extra], timeout_s=30))
-    pipe = results.get("pipeline", {}).get("records_per_s")
-    raw = results.get("passthrough", {}).get("records_per_s")
-    if pipe and raw:
-        results["ratio_pipeline_passthrough"] = pipe / raw
-    for floor in ("faust_floor", "inbox_floor"):
-        rate = results.get(floor, {}).get("records_per_s")
-        if pipe and rate:
-            results[f"ratio_pipeline_{floor}"] = pipe / rate
+    results["load_average_at_end"] = list(os.getloadavg())
     results["targets"] = evaluate(results)
     results["wall_s"] = time.monotonic() - started
     (out / "bench.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     write_svg(out / "bench.svg", results)
-    print_summary(results)
-    print(f"wrote {out / 'bench.json'} and {out / 'bench.svg'} ({results['wall_s']:.0f} s)")
-    return 0
+    from bench import report_tables
+    from bench import results as kept
+
+    figures = kept.figures(results, **kept.provenance())
+    (out / "results.json").write_bytes(kept.dumps(figures))
+    print("\n" + report_tables.summary(str(out / "results.json"), figures), flush=True)
+    wrote = ", ".join(str(out / f) for f in ("bench.json", "bench.svg", "results.json"))
+    print(f"wrote {wrote} ({results['wall_s']:.0f} s)")
+    if only == set(PARTS):
+        print(kept.keep(figures), flush=True)
+    invalid = kept.not_valid(figures)
+    for why in invalid:
+        print(f"guardian bench: {why}", file=sys.stderr)
+    return 1 if invalid else 0
+
+
+def _one_core_parts(results: dict[str, Any], sizes: Sizes, only: set[str], *, quick: bool) -> None:
+    if "gate" in only:
+        results["gate"] = run_gate_bench(n=sizes.micro_n)
+        print(f"gate micro-benchmark: {results['gate']['median_us']:.1f} µs/record (median)", flush=True)
+    if "core" in only:
+        results["core"] = run_core_bench(n=sizes.micro_n)
+        core = results["core"]
+        print(
+            f"core micro-benchmark: {core['median_us']:.1f} µs/observation alone, "
+            f"{core['with_gate_median_us']:.1f} µs with the gate (medians)",
+            flush=True,
+        )
+    if "replay" in only:
+        _replay_part(results, sizes, quick=quick)
 
 
 def _replay_part(results: dict[str, Any], sizes: Sizes, *, quick: bool) -> None:
@@ -715,29 +552,7 @@ def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
         if "pipeline" in parts or "latency" in parts:
             worker = run.pipeline()
         if "latency" in parts and worker is not None:
-            maximum = run.results["pipeline"]["records_per_s"]
-            rate = float(args.rate) if getattr(args, "rate", None) else maximum / 4
-            run.say(
-                f"latency: steady load {rate:,.0f} obs/s, {run.sizes.probes_per_s:g} probes/s "
-                f"({run.sizes.warmup_s:g} s of warm-up, then {run.sizes.latency_s:g} s measured)"
-            )
-            res = asyncio.run(run.latency(rate))
-            run.results["latency"] = res
-            worker.stop()  # its trace is complete once it has left
-            from bench import latency_trace
-
-            sent_at, arrived, produced_at = run.probe_times
-            trace = latency_trace.slowest(sent_at, arrived, run.trace_path, produced_at=produced_at)
-            res["trace"] = trace
-            for line in latency_trace.describe(trace):
-                run.say(line)
-            warm = res["warmup"]
-            run.say(
-                f"trigger->dispatch p50 {res['p50_ms']} ms, p99 {res['p99_ms']} ms, "
-                f"p99.9 {res['p999_ms']} ms "
-                f"({res['matched']}/{res['probes']} matched); during the warm-up: p50 {warm['p50_ms']} ms, "
-                f"p99 {warm['p99_ms']} ms ({warm['matched']}/{warm['probes']} matched)"
-            )
+            _latency_part(run, worker, getattr(args, "rate", None))
     finally:
         if worker is not None:
             code = worker.stop()
@@ -755,59 +570,29 @@ def _kafka_parts(run: Run, parts: set[str], args: argparse.Namespace) -> None:
         run.results["scaleout"] = run_scaleout(run, counts)
 
 
-def print_summary(results: dict[str, Any]) -> None:
-    print("\n== guardian bench ==")
-    m = results["machine"]
-    print(f"machine: {m['nproc']} cores, {m['cpu']}, {m['ram_gib']} GiB")
-    for name, t in results["targets"].items():
-        value = t["value"]
-        shown = "-" if value is None else f"{value:,.2f}"
-        verdict = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
-        print(f"  {name:30s} {shown:>14s}  target {t['target']:>10s}  {verdict}")
-    broker = results.get("broker")
-    if broker:
-        print(
-            f"  kafka producer perf {broker['producer_perf']['records_per_s']:,.0f} rec/s, "
-            f"consumer perf {broker['consumer_perf']['records_per_s']:,.0f} rec/s"
-        )
-    if "passthrough" in results:
-        print(f"  raw passthrough {results['passthrough']['records_per_s']:,.0f} rec/s")
-    for floor, label in (("faust_floor", "faust agent floor"), ("inbox_floor", "inbox floor")):
-        if floor in results:
-            rate = results[floor]["records_per_s"]
-            share = results.get(f"ratio_pipeline_{floor}")
-            of_floor = f" (pipeline = {share:.2f} of it)" if share else ""
-            print(f"  {label} (only acks) {rate:,.0f} rec/s{of_floor}")
-    pipe = results.get("pipeline")
-    if pipe and pipe.get("records_per_s"):
-        rss = results.get("rss", {})
-        print(
-            f"  pipeline {pipe['records_per_s']:,.0f} obs/s ({pipe['devices']:,} devices, "
-            f"{pipe['partitions']} partitions), worker peak RSS {rss.get('vm_hwm_mb', 0):.0f} MB"
-        )
-    lat = results.get("latency")
-    if lat and lat.get("p99_ms") is not None:
-        print(
-            f"  trigger->dispatch at {lat['background_rate_achieved']:,.0f} obs/s: "
-            f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
-            f"p99.9 {lat['p999_ms']:.1f} ms, max {lat['max_ms']:.1f} ms "
-            f"({lat['matched']}/{lat['probes']} probes)"
-        )
-        warm = lat.get("warmup") or {}
-        if warm.get("p99_ms") is not None:
-            print(
-                f"    (the {warm['seconds']:g} s of warm-up before: p50 {warm['p50_ms']:.1f} ms, "
-                f"p99 {warm['p99_ms']:.1f} ms, max {warm['max_ms']:.1f} ms, "
-                f"{warm['matched']}/{warm['probes']} probes)"
-            )
-    for n, res in (results.get("scaleout") or {}).items():
-        print(
-            f"  scale-out {n} worker(s): {res['records_per_s']:,.0f} rec/s aggregate, "
-            f"{res['steady_records_per_s']:,.0f} after the last pause, "
-            f"pause {res['rebalance_pause_s']:.1f} s, "
-            f"RSS {'/'.join(f'{r:.0f}' for r in res['rss_mb'])} MB, {res['missing']} missing, "
-            f"{res['unexpected']} unexpected, {res['duplicates']} extra copies"
-        )
-    for part in ("core", "gate"):
-        if part in results:
-            print(f"  {part} micro-benchmark {results[part]['median_us']:.1f} µs median")
+def _latency_part(run: Run, worker: kafka_ops.Worker, asked: float | None) -> None:
+    """The latency part at a load derived from a valid throughput (or ``--rate``), else not run."""
+    from bench import latency_run, latency_trace
+
+    try:
+        rate = windows.latency_rate(run.results.get("pipeline"), asked)
+    except windows.Refused as exc:
+        run.results["latency"] = {"refused": str(exc)}
+        run.say(f"latency: NOT RUN: {exc}")
+        return
+    sizes = run.sizes
+    run.say(
+        f"latency: steady load {rate:,.0f} obs/s, {sizes.probes_per_s:g} probes/s ({sizes.warmup_s:g} s of "
+        f"warm-up, then {sizes.windows} windows of {sizes.latency_s:g} s)"
+    )
+    load = asyncio.run(latency_run.run_load(run, rate))
+    res = latency_run.judge(load, sizes, rate)
+    run.results["latency"] = res
+    worker.stop()  # its trace is complete once it has left
+    measured = {e: t for e, t in load.sent_at.items() if t >= load.measured_from}
+    trace = latency_trace.slowest(measured, load.arrived, run.trace_path, produced_at=load.produced_at)
+    res["trace"] = trace
+    for line in latency_trace.describe(trace):
+        run.say(line)
+    for line in latency_run.describe(res):
+        run.say(line)

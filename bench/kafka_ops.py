@@ -197,6 +197,8 @@ class Worker:
     proc: subprocess.Popen[bytes] | None = None
     #: what to run instead of ``guardian worker`` (arguments after ``python -m``)
     module_argv: list[str] | None = None
+    #: the cores it runs on (``bench.layout``; None: those of the process starting it)
+    cores: frozenset[int] | None = None
 
     def start(self) -> Worker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,6 +217,10 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        if self.cores is not None:
+            from bench.layout import pin
+
+            pin(self.proc.pid, self.cores)  # before its imports are done: no thread of its own yet
         return self
 
     @property
@@ -256,7 +262,8 @@ async def passthrough(
 ) -> dict[str, float]:
     """The raw ceiling: consume ``source``, JSON-decode each value, produce it to ``sink``; commit
     after the producer is flushed (at-least-once, like the worker). Timed from the first record
-    received to the last commit."""
+    received to the last commit, and so is the CPU time it took (``cpu_s``: the bench process's,
+    which does nothing else meanwhile)."""
     consumer = AIOKafkaConsumer(
         source,
         bootstrap_servers=bootstrap,
@@ -278,6 +285,7 @@ async def passthrough(
         await producer.start()
     seen = 0
     first: float | None = None
+    cpu_first = 0.0
     try:
         async with deadline(f"the passthrough to copy {expected} records from {source}", timeout_s):
             last_commit = time.monotonic()
@@ -286,7 +294,7 @@ async def passthrough(
                 if not batch:
                     continue
                 if first is None:
-                    first = time.monotonic()
+                    first, cpu_first = time.monotonic(), time.process_time()
                 for tp, msgs in batch.items():
                     for m in msgs:
                         value = orjson.loads(m.value)
@@ -296,13 +304,13 @@ async def passthrough(
                     await producer.flush()
                     await consumer.commit()
                     last_commit = time.monotonic()
-            done = time.monotonic()
+            done, cpu = time.monotonic(), time.process_time() - cpu_first
     finally:
         await producer.stop()
         await consumer.stop()
     assert first is not None
     elapsed = done - first
-    return {"records": float(seen), "seconds": elapsed, "records_per_s": seen / elapsed if elapsed else 0.0}
+    return {"records": float(seen), "seconds": elapsed, "cpu_s": cpu}
 
 
 def _java(classpath: str, main: str, args: Sequence[str], timeout_s: float) -> str:

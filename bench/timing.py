@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 
-def pct(values: list[float], q: float) -> float:
+def pct(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``values``, nearest rank."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def acked_rate(path: Path, since: float, until: float) -> dict[str, float] | None:
-    """The rate at which a measured process acked input records, from its own ``acked`` lines
-    (JSON lines ``{"kind": "acked", "at": wall-clock s, "records": n}`` written as each batch is
-    acked: the worker's latency trace, the floors' progress file), between ``since`` and ``until``.
-
-    Records acked at the first line were processed before it (from an unknown start), so they are
-    left out: the rate is the records of the later lines over the time from the first line to the
-    last. None with fewer than two lines in the window."""
+def ack_marks(path: Path, since: float, until: float) -> list[tuple[float, int]]:
+    """The ``acked`` lines a measured process wrote (JSON lines ``{"kind": "acked", "at": wall-clock
+    s, "records": n}``, one per batch acked: the worker's latency trace, the floors' progress file)
+    between ``since`` and ``until``, as (when, records), in time order; the window they make is
+    judged by :func:`bench.windows.throughput_from_acks`."""
     if not path.exists():
-        return None
+        return []
     marks: list[tuple[float, int]] = []
     for line in path.read_bytes().splitlines():
         try:
@@ -35,19 +33,7 @@ def acked_rate(path: Path, since: float, until: float) -> dict[str, float] | Non
         at, records = entry.get("at"), entry.get("records")
         if isinstance(at, int | float) and isinstance(records, int) and since <= at <= until:
             marks.append((float(at), records))
-    if len(marks) < 2:
-        return None
-    marks.sort()
-    seconds = marks[-1][0] - marks[0][0]
-    counted = sum(n for _, n in marks[1:])
-    if seconds <= 0:
-        return None
-    return {
-        "records_per_s": counted / seconds,
-        "measured_records": float(counted),
-        "measured_s": seconds,
-        "acked_records": float(counted + marks[0][1]),
-    }
+    return sorted(marks)
 
 
 @dataclass
@@ -81,4 +67,24 @@ def probe_latencies(
                 out.measured_missing += 1
         else:
             (out.warmup if warm else out.measured).append((got - sent) * 1000)
+    return out
+
+
+def split_windows(
+    sent_at: dict[str, float], arrived: dict[str, float], first_from: float, seconds: float, count: int
+) -> list[tuple[list[float], int]]:
+    """The measured probes (event ID -> wall-clock s sent / dispatch read) split into ``count``
+    windows of ``seconds`` from ``first_from``: per window, its latencies (ms) and how many of its
+    probes were never answered. Probes sent outside the windows are left out."""
+    out: list[tuple[list[float], int]] = [([], 0) for _ in range(count)]
+    for event, sent in sent_at.items():
+        k = int((sent - first_from) // seconds) if seconds > 0 else -1
+        if not 0 <= k < count:
+            continue
+        latencies, missing = out[k]
+        got = arrived.get(event)
+        if got is None:
+            out[k] = (latencies, missing + 1)
+        else:
+            latencies.append((got - sent) * 1000)
     return out

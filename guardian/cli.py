@@ -523,14 +523,12 @@ def build_parser() -> _Parser:
         "bench",
         "the benchmark (throughput, latency, memory, baselines)",
         "Measure throughput, trigger-to-dispatch latency and memory of a worker against Kafka's own "
-        "tools and a raw consumer in the same run; writes OUT/bench.json and OUT/bench.svg.",
+        "tools and a raw consumer in the same run; writes OUT/bench.json, bench.svg, results.json.",
     )
     _bootstrap_opt(bench)
     _prefix_opt(bench)
     _partitions_opt(bench)
-    bench.add_argument(
-        "--quick", action="store_true", help="2,000 devices instead of 10,000 (under a minute)"
-    )
+    bench.add_argument("--quick", action="store_true", help="2,000 devices instead of 10,000 (a few minutes)")
     bench.add_argument(
         "--out",
         default="out/bench",

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from config.exitcodes import Exit
 from config.settings import Settings
+from guardian.kcat_json import kcat_line as kcat_line
 from streams.admin import admin_client, partition_counts, quiet_client_logs, unreachable, wait_for_broker
 from topics.names import CONTRACT_SUFFIXES, TopicNames
 
@@ -30,23 +30,6 @@ EXPORT_TIMEOUT_S = 300.0
 METADATA_ATTEMPTS = 10
 #: how long ``guardian export`` waits for a broker to answer before saying so
 BROKER_WAIT_S = 20.0
-
-
-def kcat_line(
-    topic: str, partition: int, offset: int, ts: int, key: bytes | None, value: bytes | None
-) -> bytes:
-    """One record as ``kcat -C -J`` prints it (docs/CONTRACTS.md §12)."""
-    return orjson.dumps(
-        {
-            "topic": topic,
-            "partition": partition,
-            "offset": offset,
-            "tstype": "create",
-            "ts": ts,
-            "key": None if key is None else key.decode("utf-8", "replace"),
-            "payload": None if value is None else value.decode("utf-8", "replace"),
-        }
-    )
 
 
 async def export_topics(

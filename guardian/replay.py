@@ -30,30 +30,36 @@ update each job's experience→device index, so cross-device checks see what a s
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
-import gzip
 import hashlib
-import io
 import itertools
 import multiprocessing
 import os
 import pickle
-import sys
 import tempfile
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 import orjson
 
 from config.settings import Settings
 from guardian import runs
 from guardian.recorded import RecordedDecider, RecordedDecisions, decision_device
+from guardian.replay_input import (
+    InputRecord,
+    ReadMeter,
+    ReplayInputError,
+    SpoolBudget,
+    input_lines,
+    open_input,
+    read_kcat_lines,
+)
 from guardian.replay_jobs import end_position, merge_divergences, merge_outputs, row_position
+from guardian.replay_model import DeferredDecisions, DeviceDecider
 from guardian.replay_out import OUTPUT_FILES, OutputError, clear_outputs, input_conflict, staged_outputs
 from guardian.replay_progress import Progress
 from guardian.replay_provenance import describe, made_at, made_from
@@ -66,14 +72,12 @@ from report.bands import AdmittedStates, DeviceStateChange
 from supervisor import rules
 from topics.envelope import Out
 from topics.gate import Admitted
-from topics.names import CONTRACT_SUFFIXES, TopicNames
+from topics.names import TopicNames
 from topics.records import ExperiencePlan
 from topics.registry import load_registry
 
 _TIE_ORDER = RANK
 _OBSERVATIONS_TIE = _TIE_ORDER["observations"]
-#: §12: ``ts`` is a non-negative integer below 2^53
-MAX_TS = 2**53
 #: the outputs, in the order of their files
 OUT_KINDS = ("decisions", "dispatch", "timeline", "deadletter")
 #: payload bytes (plus a per-record allowance) per sorted chunk of the spool
@@ -82,123 +86,6 @@ CHUNK_BYTES = 48 * 1024 * 1024
 MAX_FAN_IN = 128
 #: how often (records) the dedup memory forgets keys older than the window
 _SWEEP_EVERY = 4096
-_MAX_TOPICS_LISTED = 10
-
-
-class ReplayInputError(ValueError):
-    """An input file or line cannot be read; the message names the file and line."""
-
-
-@dataclass(frozen=True, slots=True)
-class InputRecord:
-    suffix: str
-    topic: str
-    partition: int
-    offset: int
-    ts: int
-    key: bytes | None
-    value: bytes | None
-
-
-# ----------------------------------------------------------------------------------------------
-# reading (a small public reader: other commands read replay files with it)
-# ----------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def open_input(name: str | Path) -> Iterator[IO[bytes]]:
-    """A replay input for reading: a file, or stdin for ``-``; gzip when it starts like gzip."""
-    with contextlib.ExitStack() as stack:
-        raw: Any
-        if str(name) == "-":
-            # a terminal ends its input with one Ctrl-D, but reads on after it: read it up to there
-            raw = io.BytesIO(sys.stdin.buffer.read()) if sys.stdin.isatty() else sys.stdin.buffer
-        else:
-            try:
-                raw = stack.enter_context(Path(name).open("rb"))
-            except OSError as exc:
-                raise ReplayInputError(f"{name}: cannot read: {exc.strerror or exc}") from exc
-        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
-        if buffered.peek(2)[:2] == b"\x1f\x8b":
-            unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
-            stack.callback(unzipped.close)
-            yield cast(IO[bytes], unzipped)
-        else:
-            yield cast(IO[bytes], buffered)
-
-
-def _lines(
-    name: str | Path, names: TopicNames
-) -> Iterator[tuple[str, str, int, int, int, bytes | None, bytes | None]]:
-    """(suffix, topic, partition, offset, ts, key, value) of every record of ours in one file.
-
-    Raises ReplayInputError for a line that is not such a record (naming file and line), and at the
-    end of a file that has records but none under the prefix (listing the topics seen)."""
-    known: dict[str, tuple[str, str] | None] = {}
-    seen_topics: list[str] = []
-    ours = 0
-    lineno = 0
-    prefix = names.prefix
-    with open_input(name) as handle:
-        try:
-            # read a megabyte of lines at a time: a third less than a readline per line
-            lines = itertools.chain.from_iterable(iter(functools.partial(handle.readlines, 1 << 20), []))
-            for lineno, line in enumerate(lines, start=1):
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    if not line.strip():  # a blank line (looked for only when a line does not parse)
-                        continue
-                    raise ReplayInputError(f"{name}:{lineno}: not a JSON line ({exc})") from exc
-                if type(obj) is not dict:
-                    raise ReplayInputError(f"{name}:{lineno}: not a JSON object")
-                topic = obj.get("topic")
-                partition, offset, ts = obj.get("partition"), obj.get("offset"), obj.get("ts")
-                if type(topic) is not str:
-                    raise ReplayInputError(f"{name}:{lineno}: needs a string 'topic'")
-                if type(partition) is not int or partition < 0 or type(offset) is not int or offset < 0:
-                    raise ReplayInputError(
-                        f"{name}:{lineno}: 'partition' and 'offset' must be non-negative integers"
-                    )
-                if type(ts) is not int or not 0 <= ts < MAX_TS:
-                    raise ReplayInputError(f"{name}:{lineno}: 'ts' must be a non-negative integer below 2^53")
-                key, payload = obj.get("key"), obj.get("payload")
-                if key is not None and type(key) is not str:
-                    raise ReplayInputError(f"{name}:{lineno}: 'key' must be a string or null")
-                if payload is not None and type(payload) is not str:
-                    raise ReplayInputError(f"{name}:{lineno}: 'payload' must be a string or null")
-                hit = known.get(topic)
-                if hit is None and topic not in known:
-                    suffix = names.suffix_of(topic)
-                    hit = (suffix, topic) if suffix is not None else None
-                    if len(known) < 1000:
-                        known[topic] = hit
-                    if hit is None and len(seen_topics) < _MAX_TOPICS_LISTED and topic not in seen_topics:
-                        seen_topics.append(topic)
-                if hit is None:
-                    continue
-                ours += 1
-                try:
-                    key_b = key.encode("utf-8") if key is not None else None
-                    value_b = payload.encode("utf-8") if payload is not None else None
-                except UnicodeEncodeError as exc:
-                    raise ReplayInputError(f"{name}:{lineno}: not valid UTF-8 text ({exc.reason})") from exc
-                yield hit[0], hit[1], partition, offset, ts, key_b, value_b
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ReplayInputError(f"{name}:{lineno + 1}: cannot read: {exc}") from exc
-    if ours == 0 and seen_topics:
-        listed = ", ".join(seen_topics)
-        raise ReplayInputError(
-            f"{name}: no topic under the prefix {prefix!r} (expected {prefix}<"
-            f"{'|'.join(CONTRACT_SUFFIXES)}>; topics seen: {listed}); pass --topic-prefix"
-        )
-
-
-def read_kcat_lines(path: Path | str, names: TopicNames) -> Iterator[InputRecord]:
-    """Records of one ``kcat -C -J`` file (``-``: stdin; gzip or not) under the prefix of ``names``.
-
-    A line that is not such a record raises ReplayInputError naming the file and line; so does a
-    file whose topics are none of ours (the message lists the topics seen and the prefix)."""
-    for suffix, topic, partition, offset, ts, key, value in _lines(path, names):
-        yield InputRecord(suffix, topic, partition, offset, ts, key, value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -266,19 +153,25 @@ class SummaryCounts:
 # the engine: ordered rows through the processor, outputs handed to a sink
 # ----------------------------------------------------------------------------------------------
 class ReplayEngine:
-    """One replay's state: the processor over an in-memory store, fed rows in order."""
+    """One replay's state: the processor over an in-memory store, fed rows in order. ``decider``
+    decides inline (rules, recorded); with ``model`` instead, triggers are queued and decided as a
+    live model lane decides them (:class:`guardian.replay_model.DeferredDecisions`)."""
 
     def __init__(
         self,
         settings: Settings,
-        decider: Decider,
+        decider: Decider | None,
         emit: Callable[[Out], None],
         on_state: Callable[[DeviceStateChange], None] | None = None,
+        model: DeviceDecider | None = None,
     ) -> None:
+        if (decider is None) == (model is None):
+            raise ValueError("a replay decides inline or with a model, one of the two")
         registry = load_registry(settings.contracts_file, settings.capabilities_file)
         self.processor = Processor(registry, Pipeline(registry, language=settings.language), decider)
         self.store = ReplayStore()
         self.emit = emit
+        self.deferred = DeferredDecisions(self.processor, self.store, model, emit) if model else None
         #: receives the network and voice states the pipeline admitted (the report's bands)
         self.on_state = on_state
         self._states = AdmittedStates()
@@ -299,6 +192,7 @@ class ReplayEngine:
         process = self.processor.process
         store = self.store
         emit = self.emit
+        deferred = self.deferred
         on_state = self.on_state
         states_after = self._states.after
         devices = store.devices
@@ -335,6 +229,8 @@ class ReplayEngine:
             done = process(store, suffix, key, value, topic, partition, offset, ts)  # positional
             for o in done.outs:
                 emit(o)
+            if deferred is not None and done.queued:
+                deferred.settle(done.device_id, done.queued)
             if on_state is not None and tie == _OBSERVATIONS_TIE and done.device_id is not None:
                 # the bands follow the snapshot: only what the gate, dedup and key check admitted
                 for change in states_after(done.device_id, devices[done.device_id].snapshot):
@@ -373,8 +269,11 @@ class ReplayEngine:
         """End of input: confirm every device's still-pending debounce changes."""
         for device_id in sorted(self.store.devices):
             self.ending = device_id
-            for o in self.processor.confirm_quiet(self.store, device_id, None).outs:
+            done = self.processor.confirm_quiet(self.store, device_id, None)
+            for o in done.outs:
                 self.emit(o)
+            if self.deferred is not None:
+                self.deferred.settle(done.device_id, done.queued)
 
 
 @contextlib.contextmanager
@@ -393,18 +292,19 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def _decider_for(
-    mode: str, recorded: RecordedDecisions, model_decider: Decider | None
-) -> tuple[Decider, RecordedDecider | None]:
+    mode: str, recorded: RecordedDecisions, model_decider: DeviceDecider | None
+) -> tuple[Decider | None, RecordedDecider | None, DeviceDecider | None]:
+    """(the inline decider, the recorded one when it is that, the model decider)"""
     if mode == "recorded":
         recorded_decider = RecordedDecider(recorded)
-        return recorded_decider, recorded_decider
+        return recorded_decider, recorded_decider, None
     if mode == "model":
         if model_decider is None:
             raise ReplayInputError(
                 "--decisions model needs GUARDIAN_SUPERVISOR=gemini and a configured model"
             )
-        return model_decider, None
-    return rules.decide, None
+        return None, None, model_decider
+    return rules.decide, None, None
 
 
 def _all_divergences(
@@ -444,7 +344,7 @@ def replay_records(
     *,
     settings: Settings,
     mode: str | None = None,
-    model_decider: Decider | None = None,
+    model_decider: DeviceDecider | None = None,
 ) -> ReplayResult:
     """Run input records through the live pipeline's logic, in memory; pure apart from the registry load."""
     recorded = RecordedDecisions()
@@ -453,7 +353,7 @@ def replay_records(
             recorded.add_value(r.value, r.topic, r.partition, r.offset)
     if mode is None:
         mode = "recorded" if recorded.readable() else "rules"
-    decider, recorded_decider = _decider_for(mode, recorded, model_decider)
+    decider, recorded_decider, model = _decider_for(mode, recorded, model_decider)
     outs: dict[str, list[dict[str, Any]]] = {k: [] for k in OUT_KINDS}
     counts = SummaryCounts()
 
@@ -462,7 +362,7 @@ def replay_records(
         counts.add(o.kind, o.value)
 
     device_states: list[DeviceStateChange] = []
-    engine = ReplayEngine(settings, decider, collect, device_states.append)
+    engine = ReplayEngine(settings, decider, collect, device_states.append, model)
     rows = _rows(records)
     with _fewer_collections():
         engine.feed(rows)
@@ -567,10 +467,19 @@ class _Spool:
     """Reads every input file once, checks each line, routes rows to jobs and spills sorted runs."""
 
     def __init__(
-        self, names: TopicNames, tmp: Path, jobs: int, chunk_bytes: int, progress: Progress | None = None
+        self,
+        names: TopicNames,
+        tmp: Path,
+        jobs: int,
+        chunk_bytes: int,
+        progress: Progress | None = None,
+        budget: SpoolBudget | None = None,
     ) -> None:
         self.names = names
         self.progress = progress
+        #: the temporary disk the runs may take (replay_input.SpoolBudget)
+        self.budget = budget if budget is not None else SpoolBudget(ReadMeter())
+        self._reading = ""
         self.tmp = tmp
         self.jobs = [_JobInput(limit=chunk_bytes) for _ in range(jobs)]
         self.chunk_bytes = chunk_bytes
@@ -587,7 +496,9 @@ class _Spool:
         single = self.jobs[0] if jobs == 1 else None
         limit = self.chunk_bytes
         progress = self.progress
-        for suffix, topic, partition, offset, ts, key, value in _lines(name, self.names):
+        self._reading = name
+        meter = self.budget.meter
+        for suffix, topic, partition, offset, ts, key, value in input_lines(name, self.names, meter):
             if progress is not None and seq & 0xFFFF == 0:
                 progress.reading(name, seq)
             tie = tie_of(suffix)
@@ -640,7 +551,9 @@ class _Spool:
         share = self.jobs[j]
         share.rows_total += len(share.chunk)
         self._runs += 1
-        share.spill(self.tmp / f"run-{j}-{self._runs}")
+        run = self.tmp / f"run-{j}-{self._runs}"
+        share.spill(run)
+        self.budget.spend(run.stat().st_size, self._reading)
 
 
 @dataclass
@@ -658,7 +571,7 @@ def _run_job(
     out_dir: Path,
     settings: Settings,
     mode: str,
-    model_decider: Decider | None = None,
+    model_decider: DeviceDecider | None = None,
     states: bool = True,
     positions: bool = False,
     progress: Progress | None = None,
@@ -670,11 +583,11 @@ def _run_job(
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
-        with blocking_model_decider(settings) as model:
-            return _run_job(share, tmp, out_dir, settings, mode, model, states, positions, progress)
+        with blocking_model_decider(settings) as blocking:
+            return _run_job(share, tmp, out_dir, settings, mode, blocking, states, positions, progress)
     # on disk, read back by trigger (closed at the end; on an error, with the temporary folder)
     recorded = RecordedDecisions(share.recorded or ":memory:")
-    decider, recorded_decider = _decider_for(mode, recorded, model_decider)
+    decider, recorded_decider, model = _decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
     names = [f"{k}.jsonl" for k in OUT_KINDS] + ([f"{k}.jsonl.pos" for k in OUT_KINDS] if positions else [])
     handles = {n: (out_dir / n).open("wb", buffering=1024 * 1024) for n in names}
@@ -693,7 +606,7 @@ def _run_job(
 
         add_state, close_states = _write_states(_states_file(tmp, out_dir))
         try:
-            engine = ReplayEngine(settings, decider, emit, add_state if states else None)
+            engine = ReplayEngine(settings, decider, emit, add_state if states else None, model)
             total = progress_total(share)
             with _fewer_collections():
                 batches = share.ordered(tmp)
@@ -772,11 +685,13 @@ def replay_files(
     jobs: int = 1,
     chunk_bytes: int = CHUNK_BYTES,
     report: bool = True,
-    model_decider: Decider | None = None,
+    model_decider: DeviceDecider | None = None,
     progress: Progress | None = None,
     env: dict[str, str] | None = None,
+    budget: SpoolBudget | None = None,
 ) -> StreamedReplay:
-    """Replay ``files`` into ``out_dir`` in bounded memory (see the module docstring).
+    """Replay ``files`` into ``out_dir`` in bounded memory (see the module docstring) and bounded
+    temporary disk (``budget``, by default :class:`guardian.replay_input.SpoolBudget`'s bounds).
 
     Every output is written into a staging folder and replaces the previous ones in ``out_dir``
     only when the replay succeeds (:mod:`guardian.replay_out`): if anything fails, ``out_dir`` is
@@ -786,7 +701,7 @@ def replay_files(
     at = made_at(os.environ if env is None else env)
     with staged_outputs(out_dir) as stage, tempfile.TemporaryDirectory(prefix="guardian-replay-") as tmp_name:
         tmp = Path(tmp_name)
-        spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes, progress)
+        spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes, progress, budget)
         with _fewer_collections():  # (the rows of a chunk live until it is spilled)
             for name in files:
                 spool.add_file(name)

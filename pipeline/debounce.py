@@ -30,6 +30,16 @@ def trigger_of(obs: Observation, facts: dict[str, Any], received_at_ms: int) -> 
     )
 
 
+def promoted_at(registry: Registry, trigger: Trigger) -> int:
+    """When ``trigger`` reached the supervisor on the receive-time clock: its receive time, or for
+    a contract with a debounce window the end of the window (as :func:`step` and :func:`confirm`
+    promote it); a decision reached asynchronously in replay is dated so."""
+    spec = registry.contracts.get(trigger.type)
+    if spec is None or spec.debounce is None or spec.debounce_ms <= 0:
+        return trigger.received_at_ms
+    return trigger.received_at_ms + spec.debounce_ms
+
+
 def step(s: Step, spec: ContractSpec, obs: Observation, facts: dict[str, Any], received_at_ms: int) -> None:
     """Step 7 for a fresh observation of a contract with a debounce: hold, suppress or promote
     (its trigger is built only then: most observations repeat the stable value).

@@ -111,11 +111,7 @@ def verdict_record(
 
 
 def _still_pending(exp: ExperienceState | None, trigger: Trigger) -> bool:
-    if exp is None or trigger.correlation is None or exp.experience_id != trigger.correlation[0]:
-        return False
-    if trigger.event_id in exp.decided:
-        return False
-    return any(t.event_id == trigger.event_id for t in exp.pending)
+    return exp is not None and exp.awaits_decision(trigger)
 
 
 class Lanes:

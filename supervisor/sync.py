@@ -1,10 +1,12 @@
 """``guardian replay --decisions model``: the async Gemini backend behind a blocking decider.
 
-The replay drives the functional core synchronously, with a decider ``(experience, trigger) ->
-Verdict``. :class:`BlockingModelDecider` runs :meth:`supervisor.gemini.GeminiBackend.decide` on its
-own event loop (an :class:`asyncio.Runner` kept for the decider's life, so the HTTP connections are
-reused), with the same failure handling, validation and fallback as the live worker. Replay
-has no device snapshot in the decider's reach, so the context has no domain states.
+The replay drives the functional core synchronously and decides a queued trigger as a live
+decision lane does, on copies of the stored experience and device (``guardian/replay_model.py``):
+:class:`BlockingModelDecider` ``(experience, device, trigger) -> Verdict`` runs
+:meth:`supervisor.gemini.GeminiBackend.decide` on its own event loop (an :class:`asyncio.Runner`
+kept for the decider's life, so the HTTP connections are reused), with the same context (the
+device's domain states and device context included), failure handling, validation and fallback as
+the live worker.
 
 The client is closed by :meth:`BlockingModelDecider.close` (or the ``with`` block), and at the
 latest when the decider is garbage-collected or the process exits.
@@ -19,7 +21,7 @@ from types import TracebackType
 from config.settings import Settings
 from supervisor.gemini import GeminiBackend, GeminiOptions
 from supervisor.verdict import Verdict
-from tables.state import ExperienceState, Trigger
+from tables.state import DeviceState, ExperienceState, Trigger
 
 
 def _shutdown(runner: asyncio.Runner, backend: GeminiBackend) -> None:
@@ -37,10 +39,10 @@ class BlockingModelDecider:
         self._runner = asyncio.Runner()
         self._finalizer = weakref.finalize(self, _shutdown, self._runner, backend)
 
-    def __call__(self, exp: ExperienceState, trigger: Trigger) -> Verdict:
+    def __call__(self, exp: ExperienceState, device: DeviceState | None, trigger: Trigger) -> Verdict:
         if not self._finalizer.alive:
             raise RuntimeError("the model decider is closed")
-        return self._runner.run(self.backend.decide(exp, None, trigger))
+        return self._runner.run(self.backend.decide(exp, device, trigger))
 
     def close(self) -> None:
         """Close the backend's HTTP clients and the event loop (idempotent)."""

@@ -276,6 +276,15 @@ class ExperienceState:
         areas: list[str] = self.plan.get("areas") or []
         return areas
 
+    def awaits_decision(self, trigger: Trigger) -> bool:
+        """Whether ``trigger`` of this experience is queued for an asynchronous decision and not
+        decided yet (what a model lane, live or in replay, checks before deciding it)."""
+        if trigger.correlation is None or self.experience_id != trigger.correlation[0]:
+            return False
+        if trigger.event_id in self.decided:
+            return False
+        return any(t.event_id == trigger.event_id for t in self.pending)
+
     def remaining_areas(self) -> list[str]:
         done = set(self.patrolled)
         return [a for a in self.areas if a not in done]

@@ -1,11 +1,12 @@
 """Fixtures for the whole suite.
 
-The Kafka broker of the integration tier (``kafka_bootstrap``, session-scoped), first found wins:
+The Kafka broker of the integration tier (``kafka_bootstrap``, session-scoped; see tests/brokers.py):
 
-1. the cluster named by ``GUARDIAN_KAFKA_BOOTSTRAP``;
-2. an ``apache/kafka`` container (testcontainers) when a Docker engine answers
-   (``GUARDIAN_TEST_NO_DOCKER=1`` skips this);
-3. the real local broker of ``guardian kafka up`` (:class:`guardian.kafka_local.LocalBroker`) with its
+1. the cluster named by ``GUARDIAN_KAFKA_BOOTSTRAP``, when set;
+2. else ``GUARDIAN_TEST_BROKER=testcontainers``: a Kafka container started by testcontainers (no
+   Docker engine is a failure, not a fall back);
+3. else (``GUARDIAN_TEST_BROKER=local``, the default, whether or not a Docker engine answers) the
+   real local broker of ``guardian kafka up`` (:class:`guardian.kafka_local.LocalBroker`) with its
    data in a session temp dir and its jars from the shared cache; stopped at session end.
 
 Per test: ``topic_prefix`` (a unique prefix with every topic of ``TopicNames.all()`` created,
@@ -17,13 +18,11 @@ Per test: ``topic_prefix`` (a unique prefix with every topic of ``TopicNames.all
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import threading
 import uuid
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -33,9 +32,8 @@ from aiokafka.errors import KafkaError
 from config.settings import Settings
 from guardian.kafka_local import BrokerError, LocalBroker, free_port, run_sync
 from streams.admin import create_topics, delete_topics, wait_for_broker, worker_topics
+from tests.brokers import TESTCONTAINERS, container_broker, which_broker
 from topics.names import TopicNames
-
-KAFKA_IMAGE = "apache/kafka:4.1.1"
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -72,73 +70,6 @@ def make_guardian_env(
     return env
 
 
-def _docker_engine_answers() -> bool:
-    """Whether a Docker engine answers; ``docker.from_env()`` raises DockerException when none does."""
-    if os.environ.get("GUARDIAN_TEST_NO_DOCKER"):
-        return False
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError:
-        return False
-    # A failed probe leaves an unclosed socket behind: collect it here, where its ResourceWarning is
-    # ignored, so that it cannot fail the run later (filterwarnings = error).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        try:
-            client = docker.from_env(timeout=10)
-        except DockerException:
-            client = None
-        gc.collect()
-    if client is None:
-        return False
-    try:
-        client.ping()
-    except DockerException:
-        return False
-    finally:
-        client.close()
-    return True
-
-
-def _docker_broker() -> tuple[str, Callable[[], None]]:
-    """A single-node KRaft ``apache/kafka`` container; its address and its stop function."""
-    from testcontainers.core.container import DockerContainer
-    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
-
-    port = free_port()
-    container = DockerContainer(KAFKA_IMAGE)
-    host = container.get_docker_client().host()
-    container = (
-        container.with_envs(
-            KAFKA_NODE_ID="1",
-            KAFKA_PROCESS_ROLES="broker,controller",
-            KAFKA_LISTENERS="PLAINTEXT://0.0.0.0:9092,CONTROLLER://127.0.0.1:9093",
-            KAFKA_ADVERTISED_LISTENERS=f"PLAINTEXT://{host}:{port}",
-            KAFKA_CONTROLLER_LISTENER_NAMES="CONTROLLER",
-            KAFKA_INTER_BROKER_LISTENER_NAME="PLAINTEXT",
-            KAFKA_LISTENER_SECURITY_PROTOCOL_MAP="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            KAFKA_CONTROLLER_QUORUM_VOTERS="1@127.0.0.1:9093",
-            KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR="1",
-            KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS="8",
-            KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR="1",
-            KAFKA_TRANSACTION_STATE_LOG_MIN_ISR="1",
-            KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR="1",
-            KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR="1",
-            KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS="0",
-            KAFKA_AUTO_CREATE_TOPICS_ENABLE="false",
-        )
-        .with_bind_ports(9092, port)
-        .waiting_for(
-            LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(BROKER_START_TIMEOUT_S)
-        )
-    )
-    container.start()
-    address = f"{host}:{port}"
-    run_sync(lambda: wait_for_broker(address, BROKER_START_TIMEOUT_S))
-    return address, container.stop
-
-
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The bootstrap address of a real Kafka broker for this test session."""
@@ -147,8 +78,9 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         run_sync(lambda: wait_for_broker(configured, 30.0))
         yield configured
         return
-    if _docker_engine_answers():
-        address, stop = _docker_broker()
+    choice = which_broker(os.environ)
+    if choice == TESTCONTAINERS:
+        address, stop = container_broker(BROKER_START_TIMEOUT_S)
         try:
             yield address
         finally:

@@ -6,38 +6,29 @@ from pathlib import Path
 
 import orjson
 
-from bench.timing import acked_rate, probe_latencies
+from bench.timing import ack_marks, probe_latencies
 
 
 def write(path: Path, lines: list[dict[str, object]]) -> None:
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
 
 
-def test_the_rate_counts_what_was_acked_after_the_first_ack_over_the_time_since(tmp_path: Path) -> None:
+def test_the_ack_lines_in_the_window_are_read_in_time_order(tmp_path: Path) -> None:
     path = tmp_path / "acks.jsonl"
     write(
         path,
         [
             {"kind": "acked", "at": 5.0, "records": 999},  # before the window: another process
-            {"kind": "acked", "at": 10.0, "records": 300},  # processed from an unknown start
-            {"kind": "dispatch", "trigger": "t1", "recv": 10.1},
-            {"kind": "acked", "at": 10.5, "records": 400},
             {"kind": "acked", "at": 12.0, "records": 800},
+            {"kind": "dispatch", "trigger": "t1", "recv": 10.1},
+            {"kind": "acked", "at": 10.0, "records": 300},
+            {"kind": "acked", "at": 10.5, "records": 400},
             {"kind": "acked", "at": 30.0, "records": 50},  # after the window
         ],
     )
-    timed = acked_rate(path, since=9.0, until=20.0)
-    assert timed is not None
-    assert timed["measured_records"] == 1_200 and timed["measured_s"] == 2.0
-    assert timed["records_per_s"] == 600.0
-    assert timed["acked_records"] == 1_500
-
-
-def test_a_process_that_acked_everything_at_once_cannot_be_timed(tmp_path: Path) -> None:
-    path = tmp_path / "acks.jsonl"
-    write(path, [{"kind": "acked", "at": 10.0, "records": 26_658}])
-    assert acked_rate(path, since=0.0, until=100.0) is None
-    assert acked_rate(tmp_path / "missing.jsonl", since=0.0, until=100.0) is None
+    path.write_bytes(path.read_bytes() + b'{"kind": "acked", "at": 1')  # a line cut by the stop
+    assert ack_marks(path, since=9.0, until=20.0) == [(10.0, 300), (10.5, 400), (12.0, 800)]
+    assert ack_marks(tmp_path / "missing.jsonl", since=0.0, until=100.0) == []
 
 
 def test_probes_sent_while_the_load_warms_up_are_kept_apart_from_the_measured_ones() -> None:
