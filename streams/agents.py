@@ -2,21 +2,23 @@
 
 faust consumes the four input topics and the internal ``control`` topic (all co-partitioned by
 ``device_id``) as a consumer group, and its conductor hands their messages to the shell's inbox
-(``streams.seam.batch_conductor.BatchConductor``; faust keeps assignment, fetching, flow control, acks and
-commits). The ``guardian.pipeline`` task (``streams.pipeline_task``) drains the inbox in batches: each
-record goes through the per-device merge of the input topics (``pipeline.order.DeviceMerge``),
-then :class:`pipeline.runner.Processor` over :class:`tables.store.faust_tables.FaustStore` (the
-record's partition of it, ``store.at(partition)``), whose writes and the outputs collect in
+(``streams.seam.batch_conductor.BatchConductor``; faust keeps assignment, fetching, flow control,
+acks and commits). The ``guardian.pipeline`` task (``streams.pipeline_task``) drains the inbox in
+batches: each record goes through the per-device merge of the input topics
+(``pipeline.order.DeviceMerge``), then :class:`pipeline.runner.Processor` over
+:class:`tables.store.faust_tables.FaustStore` (the record's partition of it,
+``store.at(partition)``), whose writes and the outputs collect in
 :class:`tables.store.writes.PendingWrites`. When the inbox is empty (or the batch is due) the
 batch is flushed: RocksDB first, then one Kafka batch per changelog and output topic-partition on
-faust's own producer; the batch's messages are acked once
-all of it is delivered (``streams.commit_batch``, the commit protocol), so an offset is never committed
-ahead of what it caused. A crash replays records whose outputs may already be out: their IDs derive
-from their causes, and the device's state remembers the outputs of its uncommitted records, so a
-replay reproduces the same records.
+faust's own producer; the batch's messages are acked once all of it is delivered
+(``streams.commit_batch``, the commit protocol), so an offset is never committed ahead of what it
+caused. A crash replays records whose outputs may already be out: their IDs derive from their
+causes, and the device's state remembers the outputs of its uncommitted records, so a replay
+reproduces the same records.
 
-Two timers (``streams.quiet.QuietDevices`` and the sweep) turn wall-clock time into records on ``control``
-(so their effects happen in stream context, durably and in order with the device's records):
+Two timers (``streams.quiet.QuietDevices`` and the sweep) turn wall-clock time into records on
+``control`` (so their effects happen in stream context, durably and in order with the device's
+records):
 
 - ``confirm``: a quiet device's pending debounce change whose window has passed
   (docs/CONTRACTS.md §4.3 step 7), or its plan's precondition deadline (§9.4);
