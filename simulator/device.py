@@ -117,7 +117,7 @@ class Device:
         self.timing = timing
         self.partner = partner
         self.outbox = Outbox(transport, device_id, clock)
-        self.inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         # separate seeded streams: story timing never shifts routine records and vice versa
         self.rng_routine = random.Random(f"{seed}:{device_id}:routine")
         self.rng_timing = random.Random(f"{seed}:{device_id}:timing")
@@ -298,8 +298,8 @@ class Device:
 
         The plan runs only once ``started`` says the pipeline started it (its goal); meanwhile the
         device obeys what is dispatched to it (a context refresh, a question). A plan the pipeline
-        blocked or refused is never played: the device carries out what was already dispatched
-        and stands down."""
+        blocked or refused is never played: the device stands down, still obeying what is
+        dispatched to it (a question may arrive after the end), until the fleet stops it."""
         if not self.accept_plan(plan_bytes):
             return
         inbox = asyncio.create_task(self._obey_inbox())
@@ -308,7 +308,6 @@ class Device:
         try:
             if started is not None and not await started():
                 self.phase = "stood down"
-                self.inbox.put_nowait(None)
                 await inbox
                 return
             await self.publish_context()
@@ -594,9 +593,9 @@ class Device:
 
     # ------------------------------------------------------------------ dispatches
     async def _obey_inbox(self) -> None:
-        """Obey the dispatches in the order they came, until a None (stand down)."""
-        while (dispatch := await self.inbox.get()) is not None:
-            await self.obey(dispatch)
+        """Obey the dispatches in the order they came."""
+        while True:
+            await self.obey(await self.inbox.get())
 
     async def obey(self, dispatch: Mapping[str, Any]) -> None:
         """Carry out one dispatch of this device's experience; requests in ``depends_on`` order."""
