@@ -373,9 +373,9 @@ def build_parser() -> _Parser:
         default=[],
         metavar="HG-NN",
         help="scenario ID(s) the fleet plays, e.g. '--scenario HG-05 HG-07' (repeatable; commas work "
-        "too); default: a quiet patrol",
+        "too); default: every story, as --mix",
     )
-    sim.add_argument("--mix", action="store_true", help="a mix of every scenario across the fleet")
+    sim.add_argument("--mix", action="store_true", help="every story round-robin, then the other cases")
     sim.add_argument("--seed", type=_int_at_least(0), default=7, metavar="N", help="random seed; default: 7")
     sim.add_argument(
         "--speed",

@@ -14,8 +14,8 @@ from aiokafka.errors import KafkaError
 
 from config.exitcodes import Exit
 from config.settings import Settings
-from simulator.device import TransportError
 from simulator.fleet import Fleet, FleetConfig, FleetReport, format_progress, format_table
+from simulator.outbox import TransportError
 from simulator.scenarios import SCENARIO_IDS
 from topics.names import TopicNames
 

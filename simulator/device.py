@@ -15,19 +15,17 @@ import asyncio
 import contextlib
 import random
 from collections import deque
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from simulator.clock import Clock
+from simulator.device_context import own_snapshot, story_snapshot
+from simulator.outbox import Outbox, Transport
 from simulator.scenarios import Anchor, Beat, Story
-from topics.context import DOMAIN_TABLE
 from topics.gate import Admitted, Gate
-
-#: How many sent records the durable outbox keeps for a re-send after a restart.
-OUTBOX_KEEP = 50
 
 PERSON = "security.person_detected"
 LOW_LIGHT = "vision.low_light_changed"
@@ -44,12 +42,6 @@ _SOURCES = {
     "user.cancel_requested": "DeviceAgent.UserInput",
 }
 _DEFAULT_SOURCE = "DeviceAgent.SecurityManager"
-
-
-class Transport(Protocol):
-    """Where a device's records go (Kafka, or a loopback in tests)."""
-
-    async def send(self, suffix: str, key: str, value: bytes, timestamp_ms: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -75,77 +67,6 @@ class Timing:
 
     def tick_ms(self) -> float:
         return self.patrol_ms / self.ticks()
-
-
-@dataclass
-class Outbox:
-    """The device bridge's durable outbox: transmits, remembers the last records, buffers offline."""
-
-    transport: Transport
-    key: str
-    clock: Clock
-    keep: int = OUTBOX_KEEP
-    online: bool = True
-    history: deque[tuple[str, bytes]] = field(default_factory=deque)
-    buffer: list[tuple[str, bytes, int | None]] = field(default_factory=list)
-    last_ts: int = 0
-    last_sequence_sent: int = 0
-    sent: int = 0
-
-    def stamp(self) -> int:
-        """The Kafka timestamp of the next record: the simulated clock, strictly increasing."""
-        self.last_ts = max(self.clock.now_ms(), self.last_ts + 1)
-        return self.last_ts
-
-    async def _transmit(self, suffix: str, value: bytes, sequence: int | None, durable: bool) -> None:
-        await self.transport.send(suffix, self.key, value, self.stamp())
-        self.sent += 1
-        if sequence is not None:
-            self.last_sequence_sent = max(self.last_sequence_sent, sequence)
-        if durable:
-            self.history.append((suffix, value))
-            while len(self.history) > self.keep:
-                self.history.popleft()
-
-    async def emit(
-        self, suffix: str, value: bytes, *, sequence: int | None = None, durable: bool = True
-    ) -> None:
-        """Send one record now, or buffer it while offline (non-durable records are not kept)."""
-        if not self.online:
-            self.buffer.append((suffix, value, sequence))
-            return
-        await self._transmit(suffix, value, sequence, durable)
-
-    async def send_now(self, suffix: str, value: bytes) -> None:
-        """Send one record even while offline (the bridge itself, after a restart), not kept."""
-        await self._transmit(suffix, value, None, False)
-
-    def go_offline(self) -> None:
-        self.online = False
-
-    async def go_online(self) -> int:
-        """Relay the buffered records in order (late: their receive time is now); how many.
-
-        Records emitted meanwhile join the buffer, so nothing overtakes a buffered record."""
-        n = 0
-        while self.buffer:
-            suffix, value, sequence = self.buffer.pop(0)
-            await self._transmit(suffix, value, sequence, True)
-            n += 1
-        self.online = True
-        return n
-
-    async def resend_last(self) -> int:
-        """Re-send the remembered records, same bytes and event IDs (after a restart); how many."""
-        again = list(self.history)
-        for suffix, value in again:
-            await self.transport.send(suffix, self.key, value, self.stamp())
-            self.sent += 1
-        return len(again)
-
-
-class TransportError(RuntimeError):
-    """A transport could not deliver a record (the broker is gone, a timeout): the device stops."""
 
 
 def topo_order(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -349,69 +270,50 @@ class Device:
 
     def context_snapshot(self) -> bytes:
         """A device_context.v2 snapshot of the device's battery, map and movement (§9.1)."""
-        now = self.clock.now_ms()
         self.n_context += 1
-        names = self.plan.get("area_names") or {}
-        areas = [
-            {"area_id": str(a), "area_name": str(names.get(a) or a)} for a in self.plan.get("areas") or ()
-        ]
-        movement: dict[str, Any] = {"state": "docked" if self.docked else "moving"}
-        if self.current_area is not None:
-            movement["current_area_id"] = self.current_area
-        data = {
-            "battery": {"charging": self.docked, "estimated_work_budget": "medium", "level_pct": 70},
-            "map": {"areas": areas, "map_edit_active": False},
-            "movement": movement,
-        }
-        domains = {
-            name: {
-                "available": True,
-                "freshness": {
-                    "observed_at_ms": now,
-                    "received_at_ms": now,
-                    "age_ms": 0,
-                    "ttl_ms": DOMAIN_TABLE[name].default_ttl_ms,
-                    "state": "fresh",
-                },
-                "provenance": {
-                    "source_component": "DeviceAgent",
-                    "source_symbol": "Simulator.snapshot",
-                    "source_event": "context_snapshot",
-                    "source_kind": "domain_state",
-                    "sequence": self.n_context,
-                },
-                "planner_exposure": "summary",
-                "sensitivity": "normal",
-                "data": values,
-            }
-            for name, values in data.items()
-        }
-        return orjson.dumps(
-            {
-                "contract_version": "device_context.v2",
-                "event_id": f"ctx_{self.device_id}_{self.n_context:06d}",
-                "device_id": self.device_id,
-                "observed_at_ms": now,
-                "domains": domains,
-            }
+        return own_snapshot(
+            self.device_id,
+            self.n_context,
+            self.clock.now_ms(),
+            plan=self.plan,
+            docked=self.docked,
+            current_area=self.current_area,
         )
 
+    async def send_domains(self, domains: Mapping[str, Mapping[str, Any]]) -> None:
+        """Send a snapshot of the domains the story gives now (whatever ``send_context`` says)."""
+        self.n_context += 1
+        value = story_snapshot(
+            self.device_id, self.n_context, self.clock.now_ms(), domains, canary=self.canary
+        )
+        await self.outbox.emit("device-context", value, durable=False)
+
     async def publish_context(self) -> None:
-        """Send a snapshot now (when the fleet has device context on)."""
-        if self.send_context:
+        """Send a snapshot now (when the fleet has device context on and the story lets it)."""
+        if self.send_context and self.story.sends_context:
             await self.outbox.emit("device-context", self.context_snapshot(), durable=False)
 
-    async def run(self, plan_bytes: bytes) -> None:
-        """Follow the plan and obey dispatches until docked (and the story has played out)."""
+    async def run(self, plan_bytes: bytes, started: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Follow the plan and obey dispatches until docked (and the story has played out).
+
+        The plan runs only once ``started`` says the pipeline started it (its goal); meanwhile the
+        device obeys what is dispatched to it (a context refresh, a question). A plan the pipeline
+        blocked or refused is never played: the device stands down, still obeying what is
+        dispatched to it (a question may arrive after the end), until the fleet stops it."""
         if not self.accept_plan(plan_bytes):
             return
-        await self.publish_context()
-        self.phase = "running"
         inbox = asyncio.create_task(self._obey_inbox())
-        self._plan_task = asyncio.create_task(self._follow_plan())
-        for task in (inbox, self._plan_task):
-            task.add_done_callback(self._on_done)
+        inbox.add_done_callback(self._on_done)
+        plan_task: asyncio.Task[None] | None = None
         try:
+            if started is not None and not await started():
+                self.phase = "stood down"
+                await inbox
+                return
+            await self.publish_context()
+            self.phase = "running"
+            plan_task = self._plan_task = asyncio.create_task(self._follow_plan())
+            plan_task.add_done_callback(self._on_done)
             await self._finished.wait()
             while not self.crashed:
                 pending = [t for t in self._tasks if not t.done()]
@@ -419,12 +321,13 @@ class Device:
                     break
                 await asyncio.wait(pending)
         finally:
-            for task in (inbox, self._plan_task, *self._tasks):
+            tasks = [t for t in (inbox, plan_task, *self._tasks) if t is not None]
+            for task in tasks:
                 task.cancel()
-            for task in (inbox, self._plan_task, *self._tasks):
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            if self.phase != "refused":
+            if self.phase not in ("refused", "stood down"):
                 self.phase = "docked" if self.docked else self.phase
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
@@ -631,6 +534,8 @@ class Device:
             await self._emit_obs(self.observation(NETWORK, facts, story=True, scoped=False))
         elif beat.kind == "restart":
             await self.restart(int(p.get("down_ms", 2000)))
+        elif beat.kind == "context":
+            await self.send_domains(p["domains"])
         else:
             raise ValueError(f"unknown beat kind {beat.kind!r}")
 
@@ -688,9 +593,9 @@ class Device:
 
     # ------------------------------------------------------------------ dispatches
     async def _obey_inbox(self) -> None:
+        """Obey the dispatches in the order they came."""
         while True:
-            dispatch = await self.inbox.get()
-            await self.obey(dispatch)
+            await self.obey(await self.inbox.get())
 
     async def obey(self, dispatch: Mapping[str, Any]) -> None:
         """Carry out one dispatch of this device's experience; requests in ``depends_on`` order."""
@@ -761,6 +666,26 @@ class Device:
             route.append(area)
         self.route = deque(route)
 
+    async def _answer_refresh(self) -> None:
+        """A ``device_context.refresh``: the story's answer (or none), else the device's own snapshot."""
+        story = self.story
+        if not story.answers_refresh:
+            return
+        if story.refresh_reply is None:
+            await self.publish_context()
+            return
+        await self.clock.sleep(story.refresh_delay_ms)
+        await self.send_domains(story.refresh_reply)
+
+    async def _move(self, area: str, step_id: str) -> None:
+        """A plan's move to a room: acknowledged, travelled, arrived (physical evidence)."""
+        cap, op = "movement", "move_to_room"
+        await self.task_event(cap, op, "accepted", step_id=step_id, ack=True)
+        self.docked = False
+        await self.clock.sleep(self._jitter(self.timing.travel_ms))
+        self.current_area = area
+        await self.task_event(cap, op, "completed", step_id=step_id, signal="movement.arrived", area_id=area)
+
     async def _invalid_transition(self, cap: str, op: str, step_id: str, dispatch_id: str | None) -> bool:
         """Refuse a request the security session's state does not allow (always False)."""
         await self.task_event(
@@ -803,7 +728,18 @@ class Device:
             await self._return(step_id, dispatch_id)
             return True
         if (cap, op) == ("device_context", "refresh"):
-            await self.publish_context()
+            await self._answer_refresh()
+            return True
+        if (cap, op) == ("movement", "move_to_room"):  # a plan's step (a replan's moves: _reroute)
+            await self._move(str((req.get("args") or {}).get("area_id")), step_id)
+            return True
+        if cap == "air_cleaning":
+            await self.task_event(cap, op, "accepted", step_id=step_id, dispatch_id=dispatch_id, ack=True)
+            await self.clock.sleep(self._jitter(t.check_ms))
+            signal = "cleaning.stopped" if op == "stop" else None
+            await self.task_event(
+                cap, op, "completed", step_id=step_id, dispatch_id=dispatch_id, signal=signal
+            )
             return True
         if (cap, op) == ("voice_content", "speak"):
             await self.task_event(cap, op, "accepted", step_id=step_id, dispatch_id=dispatch_id, ack=True)

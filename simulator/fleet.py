@@ -1,6 +1,6 @@
 """The fleet: devices, the cloud planner that starts them, and the watcher of the pipeline's outputs.
 
-:class:`Fleet` is transport-agnostic: devices send through a :class:`~simulator.device.Transport`
+:class:`Fleet` is transport-agnostic: devices send through a :class:`~simulator.outbox.Transport`
 and the pipeline's outputs come back through :meth:`Fleet.handle_output` (the Kafka consumer of
 :mod:`simulator.kafka`, or a loopback in tests). It routes dispatches to their device's inbox,
 collects decisions, dispatches, timeline entries and dead letters per experience, ends when every
@@ -21,9 +21,11 @@ from typing import Any
 import orjson
 
 from simulator.clock import SimClock
-from simulator.device import Device, Timing, Transport, TransportError
+from simulator.device import Device, Timing
+from simulator.outbox import Transport, TransportError
 from simulator.redelivery import Deliveries
 from simulator.scenarios import (
+    CASE_IDS,
     EXPECTED,
     SCENARIO_IDS,
     Expect,
@@ -34,11 +36,13 @@ from simulator.scenarios import (
     scenario_for,
 )
 from topics.gate import Gate
-from topics.plans import DEFAULT_AREA_NAMES, guardian_plan
+from topics.plans import DEFAULT_AREA_NAMES, air_care_plan, guardian_plan
 from topics.registry import load_registry
 
 AREA_POOL: tuple[str, ...] = tuple(sorted(DEFAULT_AREA_NAMES))
 CANARY_MARK = b"CANARY-"
+#: how long (simulated) before its plan a device sends the snapshot its story opens with
+CONTEXT_LEAD_MS = 200
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class Member:
     start_offset_ms: int
     seen: Observed = field(default_factory=Observed)
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
+    #: the experience's end entry arrived
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
     plan: dict[str, Any] | None = None
     rejected_by_guardian: bool = False
     error: str | None = None
@@ -175,7 +181,7 @@ class Fleet:
         gate: Gate | None = None,
     ) -> None:
         for s in config.scenarios:
-            if s not in SCENARIO_IDS:
+            if s not in SCENARIO_IDS and s not in CASE_IDS:
                 raise ValueError(f"unknown scenario {s!r}: use one of {', '.join(SCENARIO_IDS)}")
         if config.devices < 1:
             raise ValueError("a fleet needs at least one device")
@@ -237,8 +243,19 @@ class Fleet:
             self.by_device[device_id] = member
 
     def plan_for(self, member: Member) -> dict[str, Any]:
-        """The docs/CONTRACTS.md §3 plan of a member, created now."""
-        return guardian_plan(
+        """The docs/CONTRACTS.md §3 plan of a member, created now: the guardian patrol, or (the
+        device-context stories) adaptive air care in the member's first area."""
+        story = member.device.story
+        if story.plan == "air_care":
+            return air_care_plan(
+                member.device_id,
+                experience_id=member.experience_id,
+                workflow_id=member.workflow_id,
+                area=member.areas[0],
+                created_at_ms=self.clock.now_ms(),
+                on_unknown=story.on_unknown,
+            )
+        plan = guardian_plan(
             member.device_id,
             experience_id=member.experience_id,
             workflow_id=member.workflow_id,
@@ -246,6 +263,8 @@ class Fleet:
             created_at_ms=self.clock.now_ms(),
             max_decisions=self.config.max_decisions,
         )
+        plan["allowed_action_contracts"].extend(story.extra_allowed)
+        return plan
 
     # ------------------------------------------------------------------ outputs
     def handle_output(self, suffix: str, key: str | None, value: bytes) -> None:
@@ -294,6 +313,7 @@ class Fleet:
                 member.accepted.set()
             elif stage == "end":
                 member.seen.status = str(obj.get("status"))
+                member.ended.set()
         elif suffix == "decisions":
             member.seen.decisions.append(obj)
         elif suffix == "dispatch":
@@ -316,16 +336,28 @@ class Fleet:
     async def _run_member(self, m: Member) -> None:
         try:
             await self.clock.sleep(m.start_offset_ms)
+            first = m.device.story.context_first
+            if first is not None:
+                await m.device.send_domains(first)
+                await self.clock.sleep(CONTEXT_LEAD_MS)
             m.plan = self.plan_for(m)
             plan_bytes = orjson.dumps(m.plan)
             await self.transport.send("plans", m.device_id, plan_bytes, m.device.outbox.stamp())
-            await m.accepted.wait()
-            if m.rejected_by_guardian:
-                return
-            await m.device.run(plan_bytes)
+            await m.device.run(plan_bytes, started=lambda: self._started(m))
         except TransportError as exc:
             m.error = str(exc)
             self.errors.append(f"{m.device_id}: {exc}")
+
+    async def _started(self, m: Member) -> bool:
+        """Wait for the pipeline's verdict on ``m``'s plan: True once it started it (its goal entry),
+        False when it refused it or ended it first (blocked by its preconditions)."""
+        waits = [asyncio.ensure_future(m.accepted.wait()), asyncio.ensure_future(m.ended.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return m.accepted.is_set() and not m.rejected_by_guardian and m.seen.status is None
 
     def settled(self) -> bool:
         return all(m.settled for m in self.members)
@@ -387,6 +419,7 @@ class Fleet:
             str(d.get("trigger_event_id")) for d in m.seen.decisions if d.get("trigger_event_id") in cross_ids
         ]
         names = (m.plan or {}).get("area_names") or {}
+        m.seen.played = [entry.split(":")[0] for entry in m.device.log]
         problems = check(
             m.expect, m.seen, area_names=names, canary_leaked=m.canary_leaked, foreign_refs=foreign
         )

@@ -17,8 +17,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
-from simulator.device import TransportError
 from simulator.fleet import Fleet, FleetConfig, FleetReport
+from simulator.outbox import TransportError
 from topics.names import INPUT_SUFFIXES, TopicNames
 
 REQUEST_TIMEOUT_MS = 30_000

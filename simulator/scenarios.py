@@ -1,63 +1,45 @@
 """The stories of docs/SCENARIOS.md as device-side scripts, and the outcome each must produce.
 
-A scenario is a :class:`Story`: beats anchored to a point of the patrol (the n-th area the device
-patrols, a fraction of the way through it), each beat a small device action (an observation, an
-invalid record, a disconnect, a bridge restart, ...) at an offset after its anchor. Stories are
-pure data built from a seeded RNG, so the same seed gives the same script. :data:`EXPECTED` is the
-one table of what the pipeline must answer per scenario; :func:`check` compares an experience's
-observed outputs with it.
+A scenario is a :class:`~simulator.story.Story` built from a seeded RNG, so the same seed gives the
+same script. The patrol stories (HG-01..HG-12, HG-04-B) are here; the device-context stories
+(HG-13..HG-16) in :mod:`simulator.context_stories`. :data:`SCENARIO_IDS` lists the 17 stories;
+HG-13 and HG-14 are played as cases, one device each (``HG-13a``..``HG-13e``, ``HG-14f``..``HG-14h``).
+:data:`EXPECTED` is the one table of what the pipeline must answer per case; :func:`check` compares
+an experience's observed outputs with it.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-SCENARIO_IDS: tuple[str, ...] = tuple(f"HG-{n:02d}" for n in range(1, 13))
+from simulator.context_stories import CASES, CONTEXT_EXPECTED, CONTEXT_STORIES, build_context_story, case_of
+from simulator.expect import STOP_AND_RETURN, Expect, Observed, check
+from simulator.story import BEAT_KINDS, Anchor, Beat, Story
+from topics.plans import DEFAULT_AREA_NAMES
 
-#: Beat kinds a device knows how to play.
-BEAT_KINDS = (
-    "observe",  # params: type, facts, scoped (bool), cross_device (bool), person (bool)
-    "state",  # params: fact changes of the device's own state (low_light, voice, person)
-    "invalid",  # params: variant (bbox, nested_pin, unknown_contract, too_large, not_json)
-    "disconnect",  # the AWS IoT session drops: the outbox buffers
-    "reconnect",  # the session returns: the buffer is relayed (late)
-    "restart",  # the device bridge restarts: its outbox relays the last 50 records again
+#: The 17 stories, in the order a mixed fleet plays them.
+SCENARIO_IDS: tuple[str, ...] = (
+    *(f"HG-{n:02d}" for n in range(1, 5)),
+    "HG-04-B",
+    *(f"HG-{n:02d}" for n in range(5, 13)),
+    *CONTEXT_STORIES,
 )
-
-
-@dataclass(frozen=True)
-class Beat:
-    """One device action ``after_ms`` (simulated) after its anchor."""
-
-    after_ms: int
-    kind: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """Beats that start when the device is ``fraction`` of the way through its ``leg``-th area (0-based)."""
-
-    leg: int
-    fraction: float
-    beats: tuple[Beat, ...]
-
-
-@dataclass(frozen=True)
-class Story:
-    """A scenario as the device plays it."""
-
-    scenario: str
-    anchors: tuple[Anchor, ...] = ()
-    #: the device pairs with another device's experience (HG-12)
-    needs_partner: bool = False
-
-    def anchors_for(self, leg: int) -> list[Anchor]:
-        return [a for a in self.anchors if a.leg == leg]
+#: Every case a device can play: a story, or one case of a story with cases (HG-13a, ...).
+CASE_IDS: tuple[str, ...] = tuple(f"{s}{c}" for s in SCENARIO_IDS for c in (CASES.get(s) or [""]))
+#: A mixed fleet's round-robin: each story once (its first case), then the other cases, interleaved
+#: so that a fleet of 20 plays five of the eight context cases.
+MIX_POOL: tuple[str, ...] = (
+    *(f"{s}{CASES[s][0]}" if s in CASES else s for s in SCENARIO_IDS),  # each story's first case
+    "HG-13b",
+    "HG-14g",
+    "HG-13c",
+    "HG-14h",
+    "HG-13d",
+    "HG-13e",
+)
 
 
 def _person(area: str) -> Beat:
@@ -71,9 +53,17 @@ def _obs(after_ms: int, type_: str, facts: Mapping[str, Any], **extra: Any) -> B
 
 
 def build_story(scenario: str, rng: random.Random, areas: Sequence[str]) -> Story:
-    """The device-side script of ``scenario`` for a device patrolling ``areas`` (seeded by ``rng``)."""
-    if scenario not in SCENARIO_IDS:
+    """The device-side script of ``scenario`` (a story or one of its cases, :data:`CASE_IDS`) for a
+    device patrolling ``areas`` (seeded by ``rng``)."""
+    scenario = first_case(scenario)
+    if scenario not in CASE_IDS:
         raise ValueError(f"unknown scenario {scenario!r}: use one of {', '.join(SCENARIO_IDS)}")
+    if case_of(scenario)[0] in CONTEXT_STORIES:
+        verified = build_story("HG-02", rng, areas)
+        return build_context_story(scenario, rng, areas, DEFAULT_AREA_NAMES, verified)
+    if scenario == "HG-04-B":
+        # HG-04 on a device that never sends its context: the replan's moves fail their requires
+        return replace(build_story("HG-04", rng, areas), scenario=scenario, sends_context=False)
     f = round(rng.uniform(0.2, 0.4), 2)
     verify_ms = rng.randrange(2500, 4000, 100)
     a0, a1 = areas[0], areas[1 % len(areas)]
@@ -220,48 +210,21 @@ def _result(outcome: str, method: str, attempt: int) -> dict[str, Any]:
     return {"outcome": outcome, "method": method, "terminal": True, "attempt": attempt}
 
 
+def first_case(scenario: str) -> str:
+    """A story with cases stands for its first case (``HG-13`` -> ``HG-13a``); anything else as is."""
+    return f"{scenario}{CASES[scenario][0]}" if scenario in CASES else scenario
+
+
 def scenario_for(index: int, scenarios: Sequence[str], mix: bool) -> str:
-    """The scenario of the ``index``-th device: round-robin over every scenario (mix) or the given ones."""
-    pool: Sequence[str] = SCENARIO_IDS if mix or not scenarios else scenarios
-    return pool[index % len(pool)]
-
-
-# ------------------------------------------------------------------------------------------------
-# Expected outcomes (docs/SCENARIOS.md, with the deterministic rules supervisor)
-# ------------------------------------------------------------------------------------------------
-
-STOP_AND_RETURN = frozenset({"security_patrol.stop", "movement.return_to_station"})
-#: dead letter reasons whose letter must never carry a copy of the payload (docs/CONTRACTS.md §10)
-NO_PAYLOAD_REASONS = frozenset({"not_json", "too_large", "privacy_violation", "fact_invalid"})
-
-
-@dataclass(frozen=True)
-class Expect:
-    """What one experience of a scenario must produce."""
-
-    status: str
-    #: decision kinds in order
-    decisions: tuple[str, ...] = ()
-    #: reason codes that must appear, by decision index
-    decision_reasons: Mapping[int, str] = field(default_factory=dict)
-    #: allowed backends (None: any)
-    backends: frozenset[str] | None = None
-    #: each dispatch's set of "capability.operation", in order
-    dispatches: tuple[frozenset[str], ...] = ()
-    #: dispatches are local actions (decision_id null)
-    local_dispatches: bool = False
-    #: dead letters of the device, by reason (exact)
-    dead_letters: Mapping[str, int] = field(default_factory=dict)
-    #: timeline drops of the experience that must appear at least this often
-    drops_min: Mapping[str, int] = field(default_factory=dict)
-    #: physical evidence that must precede the end entry
-    evidence_before_end: tuple[str, ...] = ("security.stopped", "movement.station_charging")
-    #: the ask_user question names the area in words
-    speaks_area: bool = False
-    #: the scenario's forbidden canary value must appear in no output
-    canary: bool = False
-    #: a short description for tables
-    story: str = ""
+    """The case of the ``index``-th device: round-robin over :data:`MIX_POOL` (mix) or the given stories;
+    the k-th device of a story with cases plays its k-th case."""
+    if mix or not scenarios:
+        return MIX_POOL[index % len(MIX_POOL)]
+    story = scenarios[index % len(scenarios)]
+    if story not in CASES:
+        return story
+    k = sum(1 for i in range(index) if scenarios[i % len(scenarios)] == story)
+    return f"{story}{CASES[story][k % len(CASES[story])]}"
 
 
 _ASK_RETURN = ("continue", "ask_user", "return_to_station")
@@ -336,111 +299,41 @@ EXPECTED: dict[str, Expect] = {
     ),
     "HG-12": Expect("completed", dead_letters={"cross_device": 1}, story="cross-device correlation"),
 }
-
-
-@dataclass
-class Observed:
-    """The pipeline's outputs about one experience (and its device's dead letters)."""
-
-    status: str | None = None
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    dispatches: list[dict[str, Any]] = field(default_factory=list)
-    timeline: list[dict[str, Any]] = field(default_factory=list)
-    dead_letters: list[dict[str, Any]] = field(default_factory=list)
-    #: output records delivered again with the same identity and other contents
-    conflicts: list[str] = field(default_factory=list)
+#: HG-04-B: still replan, its moves left out (condition_not_met), none dispatched or played
+EXPECTED["HG-04-B"] = replace(
+    EXPECTED["HG-04"],
+    dispatches=(),
+    drops_min={**EXPECTED["HG-04"].drops_min, "condition_not_met": 1},
+    never_played=("movement.move_to_room",),
+    story="low light, no device context",
+)
+EXPECTED.update(CONTEXT_EXPECTED)
 
 
 def expected_for(scenario: str, *, device_context: bool) -> Expect:
     """What ``scenario`` must produce; without device context a replan's moves fail their
     ``requires`` (fail-closed) and are left out, so HG-04 then dispatches nothing (HG-04-B)."""
-    expect = EXPECTED[scenario]
     if scenario == "HG-04" and not device_context:
-        return replace(expect, dispatches=(), drops_min={**expect.drops_min, "condition_not_met": 1})
-    return expect
+        return EXPECTED["HG-04-B"]
+    return EXPECTED[first_case(scenario)]
 
 
-def check(
-    expect: Expect,
-    seen: Observed,
-    *,
-    area_names: Mapping[str, str] | None = None,
-    canary_leaked: bool = False,
-    foreign_refs: Sequence[str] = (),
-) -> list[str]:
-    """Every way ``seen`` misses ``expect`` (empty: the scenario met its outcome)."""
-    problems: list[str] = list(seen.conflicts)
-    if seen.status != expect.status:
-        problems.append(f"status {seen.status or 'active'} != {expect.status}")
-    kinds = tuple(str(d.get("decision")) for d in seen.decisions)
-    if kinds != expect.decisions:
-        problems.append(f"decisions {list(kinds)} != {list(expect.decisions)}")
-    for index, reason in expect.decision_reasons.items():
-        if index < len(seen.decisions) and seen.decisions[index].get("reason_code") != reason:
-            problems.append(f"decision {index} reason {seen.decisions[index].get('reason_code')} != {reason}")
-    if expect.backends is not None:
-        bad = sorted({str(d.get("backend")) for d in seen.decisions} - expect.backends)
-        if bad:
-            problems.append(f"decision backends {bad} not in {sorted(expect.backends)}")
-    ops = tuple(
-        frozenset(f"{r['capability']}.{r['operation']}" for r in d.get("requests", ()))
-        for d in seen.dispatches
-    )
-    if ops != expect.dispatches:
-        problems.append(f"dispatches {[sorted(o) for o in ops]} != {[sorted(o) for o in expect.dispatches]}")
-    if expect.local_dispatches and any(d.get("decision_id") is not None for d in seen.dispatches):
-        problems.append("a local dispatch carries a decision_id")
-    letters = Counter(str(d.get("reason_code")) for d in seen.dead_letters)
-    if dict(letters) != dict(expect.dead_letters):
-        problems.append(f"dead letters {dict(sorted(letters.items()))} != {dict(expect.dead_letters)}")
-    for d in seen.dead_letters:
-        if d.get("reason_code") in NO_PAYLOAD_REASONS and d.get("payload") is not None:
-            problems.append(f"a {d.get('reason_code')} dead letter carries the payload")
-    drops = Counter(str(e.get("drop_reason")) for e in seen.timeline if e.get("stage") == "drop")
-    for reason, least in expect.drops_min.items():
-        if drops[reason] < least:
-            problems.append(f"timeline drops {reason}: {drops[reason]} < {least}")
-    problems.extend(_check_timeline(expect, seen))
-    if expect.speaks_area:
-        problems.extend(_check_speech(seen, area_names or {}))
-    if expect.canary and canary_leaked:
-        problems.append("the canary value leaked into decisions, dispatch or timeline")
-    if foreign_refs:
-        problems.append(f"another device's event reached this experience: {sorted(foreign_refs)}")
-    return problems
-
-
-def _check_timeline(expect: Expect, seen: Observed) -> list[str]:
-    entries = sorted(seen.timeline, key=lambda e: int(e.get("seq", 0)))
-    if not entries:
-        return ["no timeline"]
-    problems: list[str] = []
-    if entries[0].get("stage") != "goal":
-        problems.append(f"timeline starts with {entries[0].get('stage')}, not goal")
-    ends = [i for i, e in enumerate(entries) if e.get("stage") == "end"]
-    if seen.status is not None:
-        if len(ends) != 1 or ends[0] != len(entries) - 1:
-            problems.append("the end entry is not the last, single one")
-        before = entries[: ends[0]] if ends else entries
-        signals = {
-            str(e.get("summary", "")).removeprefix("evidence: ").split(" ")[0]
-            for e in before
-            if e.get("stage") == "evidence"
-        }
-        missing = [s for s in expect.evidence_before_end if s not in signals]
-        if missing:
-            problems.append(f"ended without physical evidence {missing}")
-    return problems
-
-
-def _check_speech(seen: Observed, area_names: Mapping[str, str]) -> list[str]:
-    texts = [str(d.get("tts") or "") for d in seen.dispatches if d.get("tts")]
-    if not texts:
-        return ["no spoken question"]
-    problems: list[str] = []
-    for text in texts:
-        if not any(name in text for name in area_names.values()):
-            problems.append("the spoken question names no area in words")
-        if any(ch.isdigit() for ch in text) or "_" in text or "area" in text.lower().split():
-            problems.append("the spoken question carries an ID or a raw key")
-    return problems
+__all__ = [
+    "BEAT_KINDS",
+    "CASE_IDS",
+    "EXPECTED",
+    "MIX_POOL",
+    "SCENARIO_IDS",
+    "STOP_AND_RETURN",
+    "Anchor",
+    "Beat",
+    "Expect",
+    "Observed",
+    "Story",
+    "build_story",
+    "case_of",
+    "check",
+    "expected_for",
+    "first_case",
+    "scenario_for",
+]

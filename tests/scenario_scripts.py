@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from simulator.context_stories import HG13_CONTEXT, HG14_CONTEXT, HG14_REPLY, HG14_REPLY_MS, air, battery
 from tests.streams import T0, Script
+from topics import plans
 from topics.plans import guardian_plan
 
 CANARY = "CANARY-7f3a"
@@ -236,72 +238,17 @@ def hg11(s: Script) -> Script:
 
 # -- device context v2 (HG-13..HG-16) --------------------------------------------------------
 
-AIR_CARE_PRECONDITIONS: dict[str, Any] = {
-    "all": [
-        {"path": "air_quality.grade", "op": "in", "value": ["bad", "very_bad"]},
-        {"path": "battery.estimated_work_budget", "op": "not_equals", "value": "low"},
-    ]
-}
-
 
 def air_care_plan(s: Script, on_unknown: str | None = None) -> dict[str, Any]:
-    """Adaptive air care (device doc, example A): move to the living room, clean it, return."""
-    plan: dict[str, Any] = {
-        "contract_version": "a2a-experience-policy-v1",
-        "experience_id": f"exp_air_{s.device_id}_{s.t}",
-        "device_id": s.device_id,
-        "workflow_id": f"wf_air_{s.device_id}_{s.t}",
-        "goal_id": "adaptive_air_care",
-        "goal_summary": "Clean the air of the living room when it is poor, then return to the station.",
-        "created_at_ms": s.t,
-        "areas": ["2"],
-        "area_names": {"2": "거실"},
-        "steps": [
-            {"step_id": "move_living", "capability": "movement", "operation": "move_to_room",
-             "args": {"area_id": "2"}},
-            {"step_id": "clean_living", "capability": "air_cleaning", "operation": "start_room_cleaning",
-             "args": {"area_id": "2"}, "depends_on": ["move_living"]},
-            {"step_id": "return_home", "capability": "movement", "operation": "return_to_station",
-             "args": {}, "depends_on": ["clean_living"]},
-        ],
-        "success_conditions": ["device_physically_docked"],
-        "constraints": ["device_policy_is_authoritative", "user_cancel_always_wins"],
-        "allowed_action_contracts": [
-            "movement.move_to_room", "air_cleaning.start_room_cleaning", "air_cleaning.stop",
-            "movement.return_to_station", "voice_content.speak",
-        ],
-        "observation_policy": {"subscriptions": []},
-        "decision_budget": {"max_decisions": 3},
-        "intervention_budget": {"local_retry": 1, "cloud_replan": 1, "user_question": 1},
-        "preconditions": AIR_CARE_PRECONDITIONS,
-    }  # fmt: skip
-    if on_unknown is not None:
-        plan["on_unknown"] = on_unknown
-    return plan
-
-
-def _air(grade: str, **env: Any) -> dict[str, Any]:
-    return {"data": {"grade": grade, "trend": "worsening", "main_cause": "pm", "pm25": 61.0}, **env}
-
-
-def _battery(budget: str, **env: Any) -> dict[str, Any]:
-    return {"data": {"charging": False, "estimated_work_budget": budget, "level_pct": 64}, **env}
+    """Adaptive air care (device doc, example A) for the script's device, created now."""
+    return plans.air_care_plan(s.device_id, created_at_ms=s.t, on_unknown=on_unknown)
 
 
 def hg13(device: str) -> Callable[[Script], Script]:
     """HG-13 (a)-(e): one device each; the context arrives just before the plan."""
 
     def story(s: Script) -> Script:
-        if device == "a":
-            s.context({"air_quality": _air("bad"), "battery": _battery("high")})
-        elif device == "b":
-            s.context({"air_quality": _air("bad"), "battery": _battery("low")})
-        elif device == "c":
-            s.context({"air_quality": _air("very_bad")})
-        elif device == "d":
-            s.context({"air_quality": _air("bad"), "battery": {"available": False}})
-        else:
-            s.context({"air_quality": _air("good"), "battery": _battery("high")})
+        s.context(HG13_CONTEXT[device])
         s.wait(200).start_plan(air_care_plan(s))
         return s
 
@@ -312,12 +259,11 @@ def hg14(device: str) -> Callable[[Script], Script]:
     """HG-14 (f)-(h): the air-quality envelope is 6 minutes old; the plan says refresh."""
 
     def story(s: Script) -> Script:
-        s.context({"air_quality": _air("bad", observed_at_ms=s.t - 360_000), "battery": _battery("high")})
+        s.context(HG14_CONTEXT)
         s.wait(200).start_plan(air_care_plan(s, on_unknown="refresh"))
-        if device == "f":
-            s.wait(2000).context({"air_quality": _air("bad")})
-        elif device == "h":
-            s.wait(2000).context({"air_quality": _air("good")})
+        reply = HG14_REPLY[device]
+        if reply is not None:
+            s.wait(HG14_REPLY_MS).context(reply)
         return s
 
     return story
@@ -340,8 +286,8 @@ def hg15(s: Script) -> Script:
                 "data": {"state": "moving", "current_area_id": "2", "x": 1.25, "y": -3.5, "theta": 0.7}
             },
             "map": {"data": {"areas": [_area("2", "거실"), _area("3", "안방")]}},
-            "air_quality": _air("moderate"),
-            "battery": _battery("medium"),
+            "air_quality": air("moderate"),
+            "battery": battery("medium"),
             "security": {"data": {"session_state": "running", "stage": "patrolling", "current_area_id": "2"}},
             "streaming": {"data": {"live_view_active": True}},
             "network": {"data": {"aws_iot_connected_cached": True, "last_error": "none"},

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from guardian.replay import InputRecord
+from simulator.context_snapshot import snapshot
 from topics.names import TopicNames
 from topics.plans import guardian_plan
 
@@ -153,7 +155,7 @@ class Script:
 
     def context(
         self,
-        domains: dict[str, dict[str, Any]],
+        domains: Mapping[str, Mapping[str, Any]],
         *,
         observed_at: int | None = None,
         event_id: str | None = None,
@@ -162,35 +164,9 @@ class Script:
         (defaults: available, observed now, ttl left to the domain, exposure summary)."""
         self.n_ctx += 1
         eid = event_id or f"ctx_{self.device_id}_{self.n_ctx:05d}"
-        now = self.t if observed_at is None else observed_at
-        envelopes: dict[str, Any] = {}
-        for name, spec in domains.items():
-            spec = dict(spec)
-            observed = spec.pop("observed_at_ms", now)
-            freshness: dict[str, Any] = {"observed_at_ms": observed, "state": spec.pop("state", "fresh")}
-            if "ttl_ms" in spec:
-                freshness["ttl_ms"] = spec.pop("ttl_ms")
-            env: dict[str, Any] = {
-                "available": spec.pop("available", True),
-                "freshness": freshness,
-                "provenance": {
-                    "source_component": "DeviceAgent",
-                    "sequence": spec.pop("sequence", self.n_ctx),
-                },
-                "planner_exposure": spec.pop("planner_exposure", "summary"),
-                "sensitivity": spec.pop("sensitivity", "normal"),
-            }
-            if "data" in spec:
-                env["data"] = spec.pop("data")
-            assert not spec, spec
-            envelopes[name] = env
-        value = {
-            "contract_version": "device_context.v2",
-            "event_id": eid,
-            "device_id": self.device_id,
-            "observed_at_ms": now,
-            "domains": envelopes,
-        }
+        value = snapshot(
+            self.device_id, eid, domains, now_ms=self.t, sequence=self.n_ctx, observed_at_ms=observed_at
+        )
         self._add("device-context", orjson.dumps(value))
         return eid
 

@@ -114,3 +114,59 @@ def guardian_plan(
             "user_question": user_question,
         },
     }
+
+
+#: Adaptive air care's preconditions (docs/SCENARIOS.md HG-13): the air is poor and the battery's work
+#: budget is not low.
+AIR_CARE_PRECONDITIONS: dict[str, Any] = {
+    "all": [
+        {"path": "air_quality.grade", "op": "in", "value": ["bad", "very_bad"]},
+        {"path": "battery.estimated_work_budget", "op": "not_equals", "value": "low"},
+    ]
+}
+
+
+def air_care_plan(
+    device_id: str,
+    *,
+    experience_id: str | None = None,
+    workflow_id: str | None = None,
+    area: str = "2",
+    area_name: str | None = None,
+    created_at_ms: int = 1785400000000,
+    on_unknown: str | None = None,
+) -> dict[str, Any]:
+    """Adaptive air care (HG-13..HG-16): move to ``area``, clean its air, return to the station;
+    gated on :data:`AIR_CARE_PRECONDITIONS` (``on_unknown``: what an unknown state does)."""
+    plan: dict[str, Any] = {
+        "contract_version": "a2a-experience-policy-v1",
+        "experience_id": experience_id or f"exp_air_{device_id}_{created_at_ms}",
+        "device_id": device_id,
+        "workflow_id": workflow_id or f"wf_air_{device_id}_{created_at_ms}",
+        "goal_id": "adaptive_air_care",
+        "goal_summary": "Clean the air of the living room when it is poor, then return to the station.",
+        "created_at_ms": created_at_ms,
+        "areas": [area],
+        "area_names": {area: area_name or DEFAULT_AREA_NAMES.get(area, "거실")},
+        "steps": [
+            {"step_id": "move_living", "capability": "movement", "operation": "move_to_room",
+             "args": {"area_id": area}},
+            {"step_id": "clean_living", "capability": "air_cleaning", "operation": "start_room_cleaning",
+             "args": {"area_id": area}, "depends_on": ["move_living"]},
+            {"step_id": "return_home", "capability": "movement", "operation": "return_to_station",
+             "args": {}, "depends_on": ["clean_living"]},
+        ],
+        "success_conditions": ["device_physically_docked"],
+        "constraints": ["device_policy_is_authoritative", "user_cancel_always_wins"],
+        "allowed_action_contracts": [
+            "movement.move_to_room", "air_cleaning.start_room_cleaning", "air_cleaning.stop",
+            "movement.return_to_station", "voice_content.speak",
+        ],
+        "observation_policy": {"subscriptions": []},
+        "decision_budget": {"max_decisions": 3},
+        "intervention_budget": {"local_retry": 1, "cloud_replan": 1, "user_question": 1},
+        "preconditions": AIR_CARE_PRECONDITIONS,
+    }  # fmt: skip
+    if on_unknown is not None:
+        plan["on_unknown"] = on_unknown
+    return plan

@@ -1,6 +1,7 @@
-"""Every scenario of docs/SCENARIOS.md (HG-01..HG-12) live: a real broker, a real ``guardian worker``
-subprocess, and ``guardian simulate`` playing the devices. The simulator's own verdict is checked,
-and then the outputs are read back from the topics and judged independently."""
+"""Every story of docs/SCENARIOS.md (HG-01..HG-16 and HG-04-B, every case of HG-13 and HG-14) live: a
+real broker, a real ``guardian worker`` subprocess, and ``guardian simulate`` playing the devices.
+The simulator's own verdict is checked, and then the outputs (and what the devices sent) are read
+back from the topics and judged independently."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from pipeline import ids as pipeline_ids
+from simulator.scenarios import MIX_POOL
 from topics.names import TopicNames
 from topics.plans import guardian_plan
 
@@ -140,7 +143,7 @@ def test_every_scenario_live(
             "simulate",
             "--mix",
             "--devices",
-            "12",
+            str(len(MIX_POOL)),
             "--speed",
             str(SPEED),
             "--seed",
@@ -160,12 +163,15 @@ def test_every_scenario_live(
     summary = orjson.loads(summary_path.read_bytes())
     assert summary["ok"] is True
     rows = {row["scenario"]: row for row in summary["experiences"]}
-    assert sorted(rows) == [f"HG-{n:02d}" for n in range(1, 13)]
+    assert sorted(rows) == sorted(MIX_POOL)  # every story, every case
     assert worker.poll() is None, "the worker died during the run"
 
     # -- judge the topics ourselves ---------------------------------------------------------------
     outputs = asyncio.run(
-        _read_all(kafka_bootstrap, [names.decisions, names.dispatch, names.timeline, names.deadletter])
+        _read_all(
+            kafka_bootstrap,
+            [names.decisions, names.dispatch, names.timeline, names.deadletter, names.task_events],
+        )
     )
     exp_of = {row["experience"]: scenario for scenario, row in rows.items()}
     device_of = {row["device"]: scenario for scenario, row in rows.items()}
@@ -174,11 +180,14 @@ def test_every_scenario_live(
     dispatches: dict[str, list[dict[str, Any]]] = defaultdict(list)
     drops: dict[str, Counter[str]] = defaultdict(Counter)
     letters: dict[str, Counter[str]] = defaultdict(Counter)
+    stages: dict[str, list[str]] = defaultdict(list)
+    played: dict[str, set[str]] = defaultdict(set)
     for _, raw in outputs[names.timeline]:
         e = orjson.loads(raw)
         scenario = exp_of.get(e.get("experience_id"))
         if scenario is None:
             continue
+        stages[scenario].append(e["stage"])
         if e["stage"] == "end":
             status[scenario] = e["status"]
         if e["stage"] == "drop":
@@ -191,6 +200,10 @@ def test_every_scenario_live(
         d = orjson.loads(raw)
         if d["experience_id"] in exp_of:
             dispatches[exp_of[d["experience_id"]]].append(d)
+    for key, raw in outputs[names.task_events]:
+        if key in device_of:
+            te = orjson.loads(raw)
+            played[device_of[key]].add(f"{te['capability']}.{te['operation']}")
     for key, raw in outputs[names.deadletter]:
         d = orjson.loads(raw)
         if key in device_of:
@@ -218,6 +231,14 @@ def test_every_scenario_live(
         "HG-10": "returned",
         "HG-11": "completed",
         "HG-12": "completed",
+        "HG-04-B": "completed",
+        "HG-13a": "completed",
+        **{f"HG-13{c}": "blocked" for c in "bcde"},
+        "HG-14f": "completed",
+        "HG-14g": "blocked",
+        "HG-14h": "blocked",
+        "HG-15": "completed",
+        "HG-16": "blocked",
     }
     # HG-01 quiet patrol: no decision, no dispatch
     assert kinds("HG-01") == [] and ops("HG-01") == []
@@ -258,6 +279,31 @@ def test_every_scenario_live(
     # HG-12: cross_device dead letter; the other device's experience is unaffected
     assert letters["HG-12"] == Counter({"cross_device": 1})
     assert kinds("HG-12") == []
+    # HG-04-B: no device context, so the replan's moves are left out and none is played
+    assert kinds("HG-04-B") == ["replan"] and ops("HG-04-B") == []
+    assert drops["HG-04-B"]["condition_not_met"] >= 1 and "movement.move_to_room" not in played["HG-04-B"]
+    # HG-13: (a) runs the air-care plan to the station; (b)-(e) blocked at once, nothing played
+    air_care = {"movement.move_to_room", "air_cleaning.start_room_cleaning", "movement.return_to_station"}
+    assert played["HG-13a"] == air_care and ops("HG-13a") == []
+    for s in ("HG-13b", "HG-13c", "HG-13d", "HG-13e", "HG-14g", "HG-14h"):
+        assert stages[s][-1] == "end" and "goal" not in stages[s], s
+        assert played[s] == set() and kinds(s) == [], s  # a blocked plan is never played
+    # HG-14: one refresh each, its ID a pure function of device and experience
+    for s in ("HG-14f", "HG-14g", "HG-14h"):
+        (refresh,) = dispatches[s]
+        assert ops(s) == [{"device_context.refresh"}] and refresh["decision_id"] is None
+        row = rows[s]
+        assert refresh["dispatch_id"] == pipeline_ids.context_refresh_dispatch_id(
+            row["device"], row["experience"]
+        )
+    assert played["HG-14f"] == air_care
+    # HG-15: promoted triggers decided; the forbidden key in its context a payload-free dead letter
+    assert kinds("HG-15") == ["continue", "continue"]
+    assert letters["HG-15"] == Counter({"privacy_violation": 1})
+    # HG-16: the question about the unknown state is played; the plan is not
+    assert ops("HG-16") == [{"voice_content.speak"}] and played["HG-16"] == {"voice_content.speak"}
+    tts = dispatches["HG-16"][0]["tts"]
+    assert "I need to check the current state again." in tts or "현재 상태를 다시 확인해야 합니다." in tts
     # no decision or dispatch was published twice
     for topic in (names.decisions, names.dispatch):
         ids = [

@@ -19,9 +19,8 @@ from supervisor.presenter import (
     user_question,
 )
 from supervisor.summary import planner_summary
-from tests.scenario_scripts import AIR_CARE_PRECONDITIONS
 from topics.context import DOMAIN_TABLE, KeptEnvelope
-from topics.plans import guardian_plan
+from topics.plans import AIR_CARE_PRECONDITIONS, guardian_plan
 from topics.records import FORBIDDEN_KEYS
 from topics.registry import load_registry
 
