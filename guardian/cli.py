@@ -19,6 +19,7 @@ from typing import NoReturn
 from config.exitcodes import Exit
 from config.settings import Settings
 from guardian.cli_checks import check_creatable, configuration_problem
+from guardian.console_opts import add_console_options
 
 #: Exit status of a usage error (a bad flag or value).
 USAGE = 2
@@ -39,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "schema export": "topics.schema:cmd_schema_export",
     "demo": "guardian.demo:cmd_demo",
     "context summary": "guardian.context_cmd:cmd_context_summary",
+    "console": "console.command:cmd_console",
 }
 
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -592,6 +594,13 @@ def build_parser() -> _Parser:
         metavar="DIR",
         help="output directory (created if missing)",
     )
+
+    console = _sub(
+        sub, "console", "serve the live fleet console", "Serve the live fleet console (read-only)."
+    )
+    _bootstrap_opt(console)
+    _prefix_opt(console)
+    add_console_options(console)
 
     context = _sub(sub, "context", "device context v2", "Device context v2 tools.")
     csub = context.add_subparsers(dest="context_command", required=True, metavar="ACTION")
