@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import sys
 import time
 
@@ -61,6 +62,8 @@ async def serve(bootstrap: str, topics: TopicNames, conf: ConsoleSettings, start
 
 
 def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the reader says itself when the broker is away
     try:
         conf = ConsoleSettings.from_env_and_args(args)
         start = parse_from(args.start_from)

@@ -57,7 +57,7 @@ class Hub:
     def message(self, since: int, reset: bool) -> tuple[str, bytes]:
         changed, gone, full = self.state.since(since)
         views = self.worker_views()
-        worker_of = {p: v.index for v in views for p in v.partitions}
+        worker_of = {str(p): v.index for v in views for p in v.partitions}
         body = {
             "reset": reset or full,
             "lanes": changed,

@@ -676,6 +676,11 @@ def build_parser() -> _Parser:
         help="simulated seconds per area; default: 10",
     )
     demo.add_argument("--keep-topics", action="store_true", help="keep the run's topics on the broker")
+    demo.add_argument(
+        "--linger",
+        action="store_true",
+        help="keep the broker, the worker and the console up after the summary, until Ctrl-C",
+    )
     return parser
 
 

@@ -15,6 +15,7 @@ from console import server
 from console.reader import Link
 from console.server import Hub, build_app
 from console.state import ConsoleState
+from console.workers import WorkerTrack, parse_metrics
 from tests.unit.test_console_state import fed
 from tests.unit.test_report import EXP_DONE, sample_records
 from topics.names import TopicNames
@@ -109,3 +110,15 @@ def test_the_state_starts_empty_and_the_hub_says_so() -> None:
     hub = Hub(ConsoleState(), TopicNames("guardian."), Link(), [])
     event_id, body = hub.message(0, True)
     assert event_id.endswith(".0") and orjson.loads(body)["lanes"] == []
+
+
+def test_the_overview_names_each_workers_partitions() -> None:
+    """A lane links to the worker that holds its partition (the page's ``worker_of``)."""
+    track = WorkerTrack(0, "http://127.0.0.1:9")
+    track.observe(
+        0.0, True, True, (), parse_metrics('guardian_consumer_lag_records{topic="t",partition="2"} 4\n')
+    )
+    hub = Hub(fed(), TopicNames("guardian."), Link(), [track])
+    body = orjson.loads(hub.message(0, True)[1])
+    assert body["worker_of"] == {"2": 0}
+    assert 'id="worker-0"' in body["overview"] and "http://127.0.0.1:9" in body["overview"]
