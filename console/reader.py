@@ -31,6 +31,7 @@ REQUEST_TIMEOUT_MS: Final = 5_000
 PROBE_TIMEOUT_S: Final = 3.0
 PROBE_EVERY_S: Final = 2.0
 RETRY_S: Final = 2.0
+STOP_TIMEOUT_S: Final = 10.0
 
 
 def parse_from(text: str) -> str | int:
@@ -140,9 +141,7 @@ class Reader:
                 with contextlib.suppress(asyncio.CancelledError):
                     await probe
         finally:
-            with contextlib.suppress(KafkaError, TimeoutError, OSError):
-                async with asyncio.timeout(10):
-                    await consumer.stop()
+            await _stop(consumer)
 
     async def _probe(self) -> None:
         """Return (ending the session) when the broker stops answering metadata requests."""
@@ -160,3 +159,13 @@ class Reader:
         first = self.bootstrap.split(",")[0].strip()
         host, _, port = first.rpartition(":")
         return host.strip("[]") or "127.0.0.1", int(port)
+
+
+async def _stop(consumer: AIOKafkaConsumer) -> None:
+    """Stop the consumer, waiting at most ``STOP_TIMEOUT_S``: with the broker away its fetcher may
+    sit in a retry, and its stop must neither hang the reader nor end it with that retry's error."""
+    stopper = asyncio.create_task(consumer.stop())
+    stopper.add_done_callback(lambda t: t.cancelled() or t.exception())
+    await asyncio.wait({stopper}, timeout=STOP_TIMEOUT_S)
+    if not stopper.done():
+        stopper.cancel()

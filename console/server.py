@@ -105,18 +105,21 @@ def build_app(hub: Hub, title: str = "Guardian fleet console") -> web.Applicatio
         seq, reset = _resume_from(request, hub.run_id)
         resp = web.StreamResponse(headers={**_HEADERS, "Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        await resp.write(b"retry: 2000\n\n")
-        while True:
-            event_id, data = hub.message(seq, reset)
-            seq, reset = hub.state.seq, False
-            await resp.write(b"id: " + event_id.encode() + b"\nevent: update\ndata: " + data + b"\n\n")
-            tick = hub.tick
+        try:
+            await resp.write(b"retry: 2000\n\n")
             while True:
-                try:
-                    await asyncio.wait_for(tick.wait(), HEARTBEAT_S)
-                    break
-                except TimeoutError:
-                    await resp.write(b": heartbeat\n\n")
+                event_id, data = hub.message(seq, reset)
+                seq, reset = hub.state.seq, False
+                await resp.write(b"id: " + event_id.encode() + b"\nevent: update\ndata: " + data + b"\n\n")
+                tick = hub.tick
+                while True:
+                    try:
+                        await asyncio.wait_for(tick.wait(), HEARTBEAT_S)
+                        break
+                    except TimeoutError:
+                        await resp.write(b": heartbeat\n\n")
+        except ConnectionResetError:  # the page went away (closed, reloaded, paused)
+            return resp
 
     def _key(request: web.Request) -> str:
         key = request.match_info["key"]
