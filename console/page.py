@@ -16,8 +16,10 @@ from topics.records import DEADLETTER_REASONS, DECISIONS, END_STATUSES
 #: the report's policy, plus reading its own server's events and lanes (nothing else leaves the page)
 CONSOLE_CSP: Final = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "connect-src 'self'; base-uri 'none'; form-action 'none'"
 )
+#: the header adds what a <meta> policy cannot say: no page may frame the console
+CONSOLE_CSP_HEADER: Final = CONSOLE_CSP + "; frame-ancestors 'none'"
 
 _CSS: Final = """
 .banner-off{background:#991b1b;color:#fff;padding:8px 28px;font-weight:600}
@@ -28,10 +30,13 @@ _CSS: Final = """
 .workers td,.workers th,.dead td,.dead th{padding:3px 8px;text-align:left;border-bottom:1px solid var(--line)}
 .wk-ok{background:#15803d}.wk-bad{background:#b91c1c}
 #rows{display:flex;flex-direction:column;gap:6px}
-details.exprow{background:#fff;border:1px solid var(--line);border-radius:8px}
-details.exprow>summary{padding:6px 10px;cursor:pointer;display:flex;gap:8px;flex-wrap:wrap;align-items:center}
-details.exprow .when{color:#4b5563}
-details.exprow .acts a{margin-left:8px}
+.exprow{background:#fff;border:1px solid var(--line);border-radius:8px}
+.rowhead{padding:6px 10px;display:flex;gap:8px;flex-wrap:wrap;align-items:center}
+.exprow .when{color:#4b5563}
+.exprow .acts a{margin-left:8px}
+.badge.dlb{background:#7f1d1d}
+.rowhead h3{margin:0;font-size:13.5px;text-transform:none;letter-spacing:0;color:inherit;font-weight:600}
+.livebox>summary{padding:0 10px 6px;cursor:pointer;color:#1d4ed8}
 .lanehost{padding:0 10px 10px}
 a{color:#1d4ed8}
 """
@@ -94,10 +99,10 @@ _JS: Final = r"""
     }).catch(function () { r.loading = false; });
   }
   function fill(r) {
-    var s = r.s, sum = el("summary");
+    var s = r.s, sum = el("div", "rowhead");
     var st = el("span", "badge st-" + (cfg.statuses.indexOf(s.status) >= 0 ? s.status : "other"), s.status);
     sum.appendChild(st);
-    sum.appendChild(el("span", "mono exp", s.experience || "no experience"));
+    sum.appendChild(el("h3", "mono exp", s.experience || "no experience"));
     var dev = el("button", "dev mono", s.device || "?"); dev.type = "button";
       dev.title = "show only this device";
     dev.addEventListener("click", function (ev) { ev.preventDefault();
@@ -106,8 +111,7 @@ _JS: Final = r"""
     s.decisions.forEach(function (d) {
       sum.appendChild(el("span", "badge dc-" + (cfg.decisions.indexOf(d) >= 0 ? d : "other"), d)); });
     s.dead.forEach(function (d) {
-      var cls = "badge dl-" + (cfg.dead.indexOf(d) >= 0 ? d : "other");
-      sum.appendChild(el("span", cls, "dead letter: " + d)); });
+      sum.appendChild(el("span", "badge dlb", "dead letter: " + d)); });
     sum.appendChild(el("span", "when mono", new Date(s.last_ms).toISOString().slice(11, 23) + "Z"));
     var acts = el("span", "acts");
     var w = workerOf[s.partition];
@@ -118,14 +122,15 @@ _JS: Final = r"""
     sum.appendChild(acts);
     r.el.replaceChild(sum, r.el.firstChild);
     r.el.dataset.status = s.status;
-    if (r.el.open && r.drawn !== s.version) { fetchLane(r); }
+    if (r.box.open && r.drawn !== s.version) { fetchLane(r); }
   }
   function upsert(s) {
     var r = rows.get(s.key);
     if (!r) {
-      var d = el("details", "exprow"); d.appendChild(el("summary")); var host = el("div", "lanehost");
-      d.appendChild(host); d.dataset.key = s.key;
-      r = {s: s, el: d, host: host, drawn: -1};
+      var row = el("div", "exprow"), d = el("details", "livebox"), host = el("div", "lanehost");
+      row.appendChild(el("div", "rowhead")); row.appendChild(d); row.dataset.key = s.key;
+      d.appendChild(el("summary", "", "lane")); d.appendChild(host);
+      r = {s: s, el: row, box: d, host: host, drawn: -1};
       d.addEventListener("toggle", function () { if (d.open && r.drawn !== r.s.version) { fetchLane(r);
         } });
       rows.set(s.key, r);

@@ -155,11 +155,11 @@ def _dead_list(state: ConsoleState) -> str:
     )[:20]
     rows = "".join(
         f'<tr class="dlrow"><td class="mono">{esc(fmt_time(h.ts))}</td>'
-        f"<td>{_filter_link('dead', str(h.record.get('reason_code')))}</td>"
-        f'<td class="mono">{esc(shown_id(h.record.get("source_topic")))}'
-        f"[{esc(h.record.get('partition'))}]@{esc(h.record.get('offset'))}</td>"
-        f'<td class="mono">{esc(shown_id(h.record.get("key")) or "—")}</td></tr>'
-        for h in recent
+        f"<td>{_filter_link('dead', str(r.get('reason_code')))}</td>"
+        f'<td class="mono">{esc(shown_id(r.get("source_topic")))}'
+        f"[{esc(r.get('partition'))}]@{esc(r.get('offset'))}</td>"
+        f'<td class="mono">{esc(shown_id(r.get("key")) or "—")}</td></tr>'
+        for h, r in ((h, h.record) for h in recent)
     )
     body = rows or '<tr><td class="muted" colspan="4">none held</td></tr>'
     return (

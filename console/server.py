@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 from aiohttp import web
 
-from console.page import CONSOLE_CSP, console_page
+from console.page import CONSOLE_CSP_HEADER, console_page
 from console.reader import Link
 from console.render import kcat_lines, lane_fragment, offline_report, overview_fragment
 from console.state import ConsoleState, valid_key
@@ -98,7 +98,7 @@ def build_app(hub: Hub, title: str = "Guardian fleet console") -> web.Applicatio
         return web.Response(
             text=console_page(title, hub.state.max_lanes),
             content_type="text/html",
-            headers={**_HEADERS, "Content-Security-Policy": CONSOLE_CSP},
+            headers={**_HEADERS, "Content-Security-Policy": CONSOLE_CSP_HEADER},
         )
 
     async def events(request: web.Request) -> web.StreamResponse:

@@ -12,8 +12,8 @@ from config.settings import SettingsError
 
 HOST_DEFAULT: Final = "127.0.0.1"
 PORT_DEFAULT: Final = 8765
-MAX_EXPERIENCES_DEFAULT: Final = 2000
-RECORDS_PER_EXPERIENCE_DEFAULT: Final = 500
+MAX_EXPERIENCES_DEFAULT: Final = 1000
+RECORDS_PER_EXPERIENCE_DEFAULT: Final = 300
 
 
 def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:

@@ -37,8 +37,8 @@ KINDS: Final[dict[str, type[BaseModel]]] = {
     "dispatch": Dispatch,
     "deadletter": DeadLetter,
 }
-MAX_LANES_DEFAULT: Final = 2000
-RECORDS_PER_LANE_DEFAULT: Final = 500
+MAX_LANES_DEFAULT: Final = 1000
+RECORDS_PER_LANE_DEFAULT: Final = 300
 DEAD_PER_DEVICE: Final = 50
 WINDOW_MINUTES: Final = 5
 #: removals remembered for resuming pages (older resumes get a full snapshot)
@@ -49,7 +49,7 @@ _ID: Final = re.compile(ID_PATTERN)
 
 @dataclass(frozen=True)
 class Held:
-    """One record as read from its topic: what a kcat ``-J`` line needs, and its parsed value."""
+    """One record as read from its topic: what a kcat ``-J`` line needs."""
 
     kind: str
     partition: int
@@ -57,7 +57,12 @@ class Held:
     ts: int
     key: bytes | None
     value: bytes
-    record: dict[str, Any]
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The parsed value (parsed again on each use: a held record keeps only its bytes)."""
+        parsed: dict[str, Any] = orjson.loads(self.value)
+        return parsed
 
 
 @dataclass
@@ -69,12 +74,21 @@ class LaneState:
     partition: int = -1
     status: str = "active"
     last_ms: int = 0
+    #: the experience's span in record time (first timeline entry, end entry): its dead letters
+    first_at: int | None = None
+    end_at: int | None = None
     evicted: int = 0
     version: int = 0
     decisions: set[str] = field(default_factory=set)
     backends: set[str] = field(default_factory=set)
     drops: set[str] = field(default_factory=set)
     dead: set[str] = field(default_factory=set)
+
+    def holds(self, at: int) -> bool:
+        """Whether ``at`` is within the experience's span (an experience not ended yet holds the rest)."""
+        if not self.experience_id or self.first_at is None or at < self.first_at:
+            return False
+        return self.end_at is None or at <= self.end_at
 
     def summary(self) -> dict[str, Any]:
         """The lane's row in the experience list (plain values; the page sets them as text)."""
@@ -155,11 +169,11 @@ class ConsoleState:
         if record is None or value is None:
             self.bad[f"{kind}: {problem}"] += 1
             return False
-        held = Held(kind, partition, offset, ts, key, value, record)
+        held = Held(kind, partition, offset, ts, key, value)
         self.newest_ms = max(self.newest_ms, ts)
         minute = ts // _MINUTE_MS
         if kind == "deadletter":
-            self._dead_letter(held, minute)
+            self._dead_letter(held, record, minute)
             return True
         device = _id_or_empty(record.get("device_id"))
         experience = _id_or_empty(record.get("experience_id"))
@@ -170,8 +184,12 @@ class ConsoleState:
             lane.evicted += 1
         lane.records.append(held)
         if kind == "timeline":
+            at = record.get("at_ms")
+            if isinstance(at, int):
+                lane.first_at = at if lane.first_at is None else min(lane.first_at, at)
             if record.get("stage") == "end" and isinstance(record.get("status"), str):
                 lane.status = record["status"]
+                lane.end_at = at if isinstance(at, int) else lane.end_at
             if record.get("stage") == "drop" and isinstance(record.get("drop_reason"), str):
                 lane.drops.add(record["drop_reason"])
                 self._window(self.drops_by_minute, minute)[record["drop_reason"]] += 1
@@ -215,13 +233,19 @@ class ConsoleState:
                 del self.device_lanes[lane.device_id]
                 self.dead_by_device.pop(lane.device_id, None)
 
-    def _dead_letter(self, held: Held, minute: int) -> None:
-        reason = str(held.record.get("reason_code"))
+    def _dead_letter(self, held: Held, record: dict[str, Any], minute: int) -> None:
+        reason = str(record.get("reason_code"))
         self._window(self.dead_by_minute, minute)[reason] += 1
-        device = _id_or_empty(held.record.get("key"))
-        lane_keys = self.device_lanes.get(device, set()) if device else set()
+        device = _id_or_empty(record.get("key"))
+        at = record.get("received_at_ms")
+        # as the report places it: in the held experiences of its device whose span holds it
+        lane_keys = {
+            key
+            for key in (self.device_lanes.get(device, set()) if device else set())
+            if isinstance(at, int) and self.lanes[key].holds(at)
+        }
         if not lane_keys:
-            # no held lane of its device: it gets the device's (or the unnamed keys') own lane
+            # else the device's own lane (or the unnamed keys' lane)
             lane = self._lane(f"d:{device}", "", device)
             lane_keys = {lane.key}
         box = self.dead_by_device.setdefault(device, deque(maxlen=DEAD_PER_DEVICE))

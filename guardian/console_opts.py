@@ -44,12 +44,12 @@ def add_console_options(p: argparse.ArgumentParser) -> None:
         type=_int_in(10, 1_000_000),
         metavar="N",
         help="lanes held (least recently updated evicted first); default: "
-        "GUARDIAN_CONSOLE_MAX_EXPERIENCES, else 2000",
+        "GUARDIAN_CONSOLE_MAX_EXPERIENCES, else 1000",
     )
     p.add_argument(
         "--records-per-experience",
         type=_int_in(10, 100_000),
         metavar="M",
         help="records held per lane (the last ones); default: "
-        "GUARDIAN_CONSOLE_RECORDS_PER_EXPERIENCE, else 500",
+        "GUARDIAN_CONSOLE_RECORDS_PER_EXPERIENCE, else 300",
     )

@@ -315,14 +315,17 @@ def lane_html(
         f"{plural(dead, 'dead letter')} · {span}"
     )
     summary = (
-        f"<summary>{name}"
-        f'<button type="button" class="dev mono" data-filter-device="{esc(lane.device_id)}" '
-        f'title="show only this device">{esc(lane.device_id or "?")}</button>'
+        f'<summary>{name}<span class="dev mono">{esc(lane.device_id or "?")}</span>'
         f'{badge}<span class="meta">{esc(meta)}</span>'
     )
     strip = shared_strip(lane, axis, strip_cap)
     anchors = lane_anchors(index, lane, table_cap)
-    body: list[str] = []
+    # the device filter is a button in the body: a control inside <summary> is nested interactive
+    body: list[str] = [
+        '<p class="lanetools"><button type="button" class="devfilter" '
+        f'data-filter-device="{esc(lane.device_id)}">'
+        f"show only device {esc(lane.device_id or '?')}</button></p>"
+    ]
     if lane.entries:
         chart, shown = lane_chart(lane, svg_cap)
         body.append(chart)

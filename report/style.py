@@ -40,7 +40,7 @@ table{border-collapse:collapse}
 .bar{display:block;height:9px;border-radius:3px;background:#94a3b8}
 .strip{display:flex;height:12px;border-radius:4px;overflow:hidden;margin:0 0 8px;background:var(--line)}
 .strip .seg{display:block;height:100%}
-.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;color:#fff;background:var(--other);
+.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;color:#fff;background:#6b7280;
 white-space:nowrap}
 .st-completed{background:var(--completed);fill:var(--completed)}
 .st-aborted{background:var(--aborted);fill:var(--aborted)}
@@ -49,16 +49,16 @@ white-space:nowrap}
 .st-failed{background:var(--failed);fill:var(--failed)}
 .st-blocked{background:var(--blocked);fill:var(--blocked)}
 .st-active{background:var(--active);fill:var(--active)}
-.st-other{background:var(--other);fill:var(--other)}
-.dr-stale,.dr-clock_skew,.dr-out_of_order,.dr-duplicate{background:#94a3b8}
-.dr-debounced,.dr-uncorrelated,.dr-not_subscribed{background:#60a5fa}
-.dr-budget_exhausted,.dr-winding_down,.dr-stale_etag{background:#f59e0b}
+.st-other{background:#6b7280;fill:var(--other)}
+.dr-stale,.dr-clock_skew,.dr-out_of_order,.dr-duplicate{background:#64748b}
+.dr-debounced,.dr-uncorrelated,.dr-not_subscribed{background:#2563eb}
+.dr-budget_exhausted,.dr-winding_down,.dr-stale_etag{background:#b45309}
 .dr-plan_rejected{background:#dc2626}
 .dr-condition_not_met{background:#a16207}
-.dl-privacy_violation,.dl-cross_device{background:#dc2626}.dl-fact_invalid,.dl-plan_invalid{background:#f59e0b}
-.dc-continue{background:#64748b}.dc-ask_user{background:#0891b2}.dc-replan{background:#7c3aed}
+.dl-privacy_violation,.dl-cross_device{background:#dc2626}.dl-fact_invalid,.dl-plan_invalid{background:#b45309}
+.dc-continue{background:#64748b}.dc-ask_user{background:#0e7490}.dc-replan{background:#7c3aed}
 .dc-abort{background:#c2410c}.dc-return_to_station{background:#0e7490}.dc-complete{background:#15803d}
-.be-rules{background:#475569}.be-gemini{background:#2563eb}.be-fallback{background:#d97706}
+.be-rules{background:#475569}.be-gemini{background:#2563eb}.be-fallback{background:#b45309}
 .filters{position:sticky;top:0;z-index:5;background:rgba(247,248,250,.96);backdrop-filter:blur(2px);
 padding:10px 0;border-bottom:1px solid var(--line);display:flex;gap:10px;align-items:center;flex-wrap:wrap}
 .filters input,.filters select,.filters button{font:inherit;padding:5px 8px;border:1px solid #cbd5e1;
@@ -74,8 +74,9 @@ list-style-position:inside}
 .lanebox[open]>summary{border-bottom:1px solid var(--line)}
 .lane .exp{font-weight:600;font-size:13.5px}
 .lane .noexp{font-style:italic;color:var(--muted)}
-.lane .dev{border:1px solid #cbd5e1;background:#f1f5f9;border-radius:5px;padding:0 6px;cursor:pointer;
-color:#334155}
+.lane .dev{border:1px solid #cbd5e1;background:#f1f5f9;border-radius:5px;padding:0 6px;color:#334155}
+.lanetools{margin:0 0 6px}.devfilter{font:inherit;font-size:12px;border:1px solid #cbd5e1;background:#f1f5f9;
+border-radius:5px;padding:1px 8px;cursor:pointer;color:#334155}
 .lane .meta{color:var(--muted);font-size:12px}
 .lanebody{padding:8px 14px 12px}
 .packed>.lane{content-visibility:auto;contain-intrinsic-size:auto 44px}
@@ -92,8 +93,8 @@ g.k-end circle{stroke:#111827;stroke-width:1.5}
 .k-evidence{fill:var(--evidence)}.k-end{fill:var(--end)}.k-drop{fill:var(--drop)}
 g.k-drop circle{fill:#fff;stroke:var(--drop);stroke-width:1.6}
 .stg{display:inline-block;padding:0 6px;border-radius:4px;font-size:11.5px;color:#fff;background:var(--other)}
-.stg.k-goal{background:var(--goal)}.stg.k-observe{background:var(--observe)}.stg.k-decide{background:var(--decide)}
-.stg.k-act{background:var(--act)}.stg.k-evidence{background:var(--evidence)}.stg.k-end{background:var(--end)}
+.stg.k-goal{background:var(--goal)}.stg.k-observe{background:#0369a1}.stg.k-decide{background:#b45309}
+.stg.k-act{background:var(--act)}.stg.k-evidence{background:#047857}.stg.k-end{background:var(--end)}
 .stg.k-drop{background:#fee2e2;color:#991b1b}
 .cap{color:#92400e;background:#fffbeb;border:1px solid #fde68a;border-radius:6px;padding:4px 8px;
 font-size:12px}

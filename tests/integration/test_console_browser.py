@@ -189,7 +189,7 @@ def test_the_console_follows_the_fleet_live(own_broker: LocalBroker, tmp_path: P
 
         def statuses() -> dict[str, str]:
             rows = page.js(
-                "Array.from(document.querySelectorAll('details.exprow')).map(function (d) {"
+                "Array.from(document.querySelectorAll('div.exprow')).map(function (d) {"
                 " return [d.querySelector('.exp').textContent, d.dataset.status]; })"
             )
             return {exp: status for exp, status in rows}
@@ -200,7 +200,7 @@ def test_the_console_follows_the_fleet_live(own_broker: LocalBroker, tmp_path: P
             lambda: "not_json" in page.js("document.getElementById('overview').textContent"),
         )
         # a lane opens on the report's own drawing
-        page.js("document.querySelector('details.exprow').open = true")
+        page.js("document.querySelector('div.exprow details').open = true")
         wait_until(
             "an opened lane is drawn", lambda: page.js("document.querySelectorAll('.lanehost svg').length")
         )
@@ -214,13 +214,11 @@ def test_the_console_follows_the_fleet_live(own_broker: LocalBroker, tmp_path: P
         page.load(url + "?status=completed")
         assert page.js("document.getElementById('f-status').value") == "completed"
         wait_until("the lanes come back after the reload", lambda: statuses().items() >= want.items())
-        shown = page.js(
-            "Array.from(document.querySelectorAll('details.exprow')).filter(d => !d.hidden).length"
-        )
+        shown = page.js("Array.from(document.querySelectorAll('div.exprow')).filter(d => !d.hidden).length")
         assert shown == sum(1 for s in want.values() if s == "completed")
 
         # the broker stops: the banner says since when; it returns: the banner goes, no lane twice
-        before = page.js("document.querySelectorAll('details.exprow').length")
+        before = page.js("document.querySelectorAll('div.exprow').length")
         own_broker.down()
         banner = wait_until(
             "the disconnected banner",
@@ -229,21 +227,26 @@ def test_the_console_follows_the_fleet_live(own_broker: LocalBroker, tmp_path: P
         assert "Disconnected from the broker since" in banner
         own_broker.up(timeout_s=120)
         wait_until("the banner goes", lambda: page.js("document.getElementById('banner').hidden"))
-        keys = page.js("Array.from(document.querySelectorAll('details.exprow')).map(d => d.dataset.key)")
+        keys = page.js("Array.from(document.querySelectorAll('div.exprow')).map(d => d.dataset.key)")
         assert len(keys) == len(set(keys)) == before
 
-        page.screenshot(tmp_path / "console.png")
         page.pump()
         assert page.errors() == []
         assert page.js("document.documentElement.getAttribute('data-blocked')") is None
 
+        page.js("document.querySelector('div.exprow details').open = true")
+        wait_until(
+            "the lane is drawn for the scan",
+            lambda: page.js("document.querySelectorAll('.lanehost svg').length"),
+        )
+        page.screenshot(tmp_path / "console.png")
         page.js(axe)
         violations = page.js(
             "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map("
-            "v => v.id + ': ' + v.nodes.length + ' ' + v.help))",
+            "v => v.id + ': ' + v.help + ' at ' + v.nodes.map(n => n.target.join(' ')).join(', ')))",
             awaited=True,
         )
-        assert violations == []
+        assert violations == [], "\n".join(violations)
     finally:
         page.close()
         if console.poll() is None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import orjson
+import pytest
 
+from config.settings import SettingsError
+from console.reader import parse_from
 from console.render import kcat_lines, lane_fragment, offline_report, overview_fragment
+from console.settings import ConsoleSettings
 from console.state import ConsoleState, valid_key
 from console.workers import WorkerTrack, parse_metrics
 from report import render_report
@@ -159,3 +164,41 @@ def test_worker_lag_trend_and_seconds_behind() -> None:
     assert view.partitions == (1, 3) and (view.model_calls, view.fallbacks) == (7, 2)
     view = track.observe(20.0, True, True, (), parse_metrics(page(0, 2000)))
     assert view.trend == "shrinking" and view.lag_seconds == 0.0
+
+
+def test_from_takes_latest_earliest_or_a_zoned_time() -> None:
+    assert parse_from("latest") == "latest" and parse_from("earliest") == "earliest"
+    assert parse_from("2026-07-30T12:00:00Z") == 1785412800000
+    for bad in ("2026-07-30T12:00:00", "yesterday"):
+        with pytest.raises(ValueError, match="--from"):
+            parse_from(bad)
+
+
+def test_a_bad_console_setting_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from guardian.cli import main
+
+    assert main(["console", "--from", "noon", "--bootstrap", "127.0.0.1:9"]) == 2
+    assert "--from takes latest, earliest" in capsys.readouterr().err
+    env = {"GUARDIAN_CONSOLE_RECORDS_PER_EXPERIENCE": "5"}
+    args = argparse.Namespace(
+        host=None, port=None, worker=None, max_experiences=None, records_per_experience=None
+    )
+    with pytest.raises(SettingsError, match="GUARDIAN_CONSOLE_RECORDS_PER_EXPERIENCE"):
+        ConsoleSettings.from_env_and_args(args, env)
+    assert ConsoleSettings.from_env_and_args(args, {}).port == 8765
+
+
+def test_a_dead_letter_goes_where_the_report_places_it() -> None:
+    """Within an experience's span it marks that experience; after the experience ended, the device's
+    own lane (as the report draws it), not the ended experience."""
+    late = dict(
+        sample_records()["dead_letters"][0],
+        reason_code="too_large",
+        received_at_ms=1785400000000 + 10_000_000,
+    )
+    state = fed(extra_dead=[late])
+    state.flush()
+    rows = {row["key"]: row for row in state.since(0)[0]}
+    assert "privacy_violation" in rows[f"e:{EXP_ABORT}"]["dead"]
+    assert "too_large" in rows[f"d:{DEV_B}"]["dead"]
+    assert "too_large" not in rows[f"e:{EXP_ABORT}"]["dead"]
