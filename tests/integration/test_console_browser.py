@@ -4,7 +4,8 @@ stories played; Debian's headless Chromium (driven through the DevTools protocol
 Asserts what an operator notices: each experience's lane appears and reaches its final status (the
 one replay gives), a dead letter appears with its reason, the "disconnected" banner appears when
 the broker stops and goes when it returns (with no duplicate lane after), a filter survives a
-reload, the page logs no error and its policy blocks nothing; an accessibility scan with axe-core
+reload, the page logs no error and its policy blocks nothing, the pause button stops and resumes
+updates, and a console restart is said on the page and followed by every lane once again; an accessibility scan with axe-core
 (installed from npm into the cache, run in that browser) finds no violation. It saves a
 screenshot (``console.png`` in the test's temporary directory).
 
@@ -172,13 +173,17 @@ def test_the_console_follows_the_fleet_live(own_broker: LocalBroker, tmp_path: P
     worker = WorkerProcess(env, tmp_path / "worker.log").start()
     port = free_port()
     console_log = (tmp_path / "console.log").open("ab")
-    console = subprocess.Popen(
-        [*CONSOLE, "--from", "earliest", "--port", str(port), "--worker", worker.base_url],
-        env=env,
-        stdout=console_log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+
+    def start_console() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [*CONSOLE, "--from", "earliest", "--port", str(port), "--worker", worker.base_url],
+            env=env,
+            stdout=console_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    console = start_console()
     page = Page(binary, tmp_path)
     try:
         url = f"http://127.0.0.1:{port}/"
@@ -234,6 +239,34 @@ def test_the_console_follows_the_fleet_live(own_broker: LocalBroker, tmp_path: P
         assert page.errors() == []
         assert page.js("document.documentElement.getAttribute('data-blocked')") is None
 
+        # paused, the page takes nothing; resumed, it catches up
+        page.js("document.getElementById('pause').click()")
+        assert page.js("!document.getElementById('paused').hidden")
+        asyncio.run(_send_not_json(bootstrap, names.observations, b"dev-hg-03"))
+        page.js("document.getElementById('pause').click()")
+        assert page.js("document.getElementById('paused').hidden")
+        wait_until(
+            "the update missed while paused",
+            lambda: page.js("document.querySelectorAll('tr.dlrow').length") == 2,
+        )
+
+        # the console restarts: the page says so meanwhile, then shows every lane once again
+        _stop(console)
+        banner = wait_until(
+            "the console's banner",
+            lambda: page.js("var b = document.getElementById('banner'); !b.hidden && b.textContent"),
+        )
+        assert "Disconnected from the console since" in banner
+        console = start_console()
+        wait_until("the banner goes", lambda: page.js("document.getElementById('banner').hidden"))
+        wait_until("the lanes after the restart", lambda: statuses().items() >= want.items())
+        keys = page.js("Array.from(document.querySelectorAll('div.exprow')).map(d => d.dataset.key)")
+        # the dead letter sent while paused has its device's own lane ("d:dev-hg-03") besides
+        assert len(keys) == len(set(keys)) == before + 1 and "d:dev-hg-03" in keys
+        page.pump()
+        # while it was down the browser logged its failed connections, and nothing else
+        assert [e for e in page.errors() if not _refused(e)] == []
+
         page.js("document.querySelector('div.exprow details').open = true")
         wait_until(
             "the lane is drawn for the scan",
@@ -249,12 +282,21 @@ def test_the_console_follows_the_fleet_live(own_broker: LocalBroker, tmp_path: P
         assert violations == [], "\n".join(violations)
     finally:
         page.close()
-        if console.poll() is None:
-            os.killpg(console.pid, 15)
-            console.wait(timeout=30)
+        _stop(console)
         console_log.close()
         worker.stop()
     assert console.returncode in (0, -15), (tmp_path / "console.log").read_text()
+
+
+def _stop(console: subprocess.Popen[bytes]) -> None:
+    if console.poll() is None:
+        os.killpg(console.pid, 15)
+        console.wait(timeout=30)
+
+
+def _refused(entry: dict[str, Any]) -> bool:
+    """A connection the browser could not open to the stopped console (its own network log)."""
+    return entry.get("source") == "network" and "/events" in str(entry.get("url", ""))
 
 
 def _answers(url: str) -> bool:
