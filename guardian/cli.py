@@ -67,6 +67,7 @@ BENCH_PARTS = (
     "gate",
     "replay",
     "scaleout",
+    "console",
 )
 
 
