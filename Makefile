@@ -19,7 +19,7 @@ venv: $(STAMP)
 
 ## make test: the whole suite (unit tier without a broker, integration tier on a real Kafka broker).
 test: $(STAMP)
-	scripts/ensure-debian-tools chromium:chromium kcat:kcat fonts-noto-cjk
+	scripts/ensure-debian-tools chromium:chromium kcat:kcat npm:npm fonts-noto-cjk
 	$(BIN)/guardian kafka fetch
 	$(BIN)/python -m pytest -m "not reliability and not docker" $(PYTEST_ARGS)
 
@@ -62,7 +62,7 @@ docker: $(STAMP)
 ## make test-docker: the integration tier on a testcontainers Kafka, and a compose smoke test.
 ## Installs docker.io when missing, starts dockerd when no engine answers, and stops what it started.
 test-docker: $(STAMP)
-	scripts/ensure-debian-tools chromium:chromium kcat:kcat fonts-noto-cjk
+	scripts/ensure-debian-tools chromium:chromium kcat:kcat npm:npm fonts-noto-cjk
 	$(BIN)/guardian kafka fetch
 	$(BIN)/python -m guardian.docker_engine -- $(MAKE) --no-print-directory docker-tier
 

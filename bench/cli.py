@@ -28,6 +28,8 @@ What it does (``--quick`` shrinks the sizes; ``--only`` picks parts):
 8. ``scaleout``: 1, 2, 4 workers (``--workers``) in one group on the same topics
    (:mod:`bench.scaleout`): aggregate rate, per-worker RSS, the pause a join causes, and every
    output once.
+9. ``console``: the live console's core following the outputs of a replayed fleet of
+   ``devices`` (10,000 in a full run): records/s and peak RSS (:mod:`bench.console_bench`).
 
 The measured processes run on a core of their own, the broker and the load generator on the
 others (:mod:`bench.layout`). It prints a summary and writes ``OUT/bench.json``, ``OUT/bench.svg``
@@ -66,7 +68,18 @@ from bench.workload import MIX, device_ids, measured_records, setup_end, setup_r
 from config.settings import Settings
 from topics.names import TopicNames
 
-PARTS = ("pipeline", "latency", "passthrough", "faust", "broker", "core", "gate", "replay", "scaleout")
+PARTS = (
+    "pipeline",
+    "latency",
+    "passthrough",
+    "faust",
+    "broker",
+    "core",
+    "gate",
+    "replay",
+    "scaleout",
+    "console",
+)
 #: deadlines of the waiting phases (each says what it waited for when it runs out)
 SETUP_TIMEOUT_S = 600.0
 
@@ -529,6 +542,10 @@ def _one_core_parts(results: dict[str, Any], sizes: Sizes, only: set[str], *, qu
         )
     if "replay" in only:
         _replay_part(results, sizes, quick=quick)
+    if "console" in only:
+        from bench.console_bench import console_part
+
+        console_part(results, sizes.devices, quick=quick)
 
 
 def _replay_part(results: dict[str, Any], sizes: Sizes, *, quick: bool) -> None:

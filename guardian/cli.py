@@ -19,6 +19,7 @@ from typing import NoReturn
 from config.exitcodes import Exit
 from config.settings import Settings
 from guardian.cli_checks import check_creatable, configuration_problem
+from guardian.console_opts import add_console_options
 
 #: Exit status of a usage error (a bad flag or value).
 USAGE = 2
@@ -39,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "schema export": "topics.schema:cmd_schema_export",
     "demo": "guardian.demo:cmd_demo",
     "context summary": "guardian.context_cmd:cmd_context_summary",
+    "console": "console.command:cmd_console",
 }
 
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -65,6 +67,7 @@ BENCH_PARTS = (
     "gate",
     "replay",
     "scaleout",
+    "console",
 )
 
 
@@ -593,6 +596,13 @@ def build_parser() -> _Parser:
         help="output directory (created if missing)",
     )
 
+    console = _sub(
+        sub, "console", "serve the live fleet console", "Serve the live fleet console (read-only)."
+    )
+    _bootstrap_opt(console)
+    _prefix_opt(console)
+    add_console_options(console)
+
     context = _sub(sub, "context", "device context v2", "Device context v2 tools.")
     csub = context.add_subparsers(dest="context_command", required=True, metavar="ACTION")
     csum = _sub(
@@ -667,6 +677,11 @@ def build_parser() -> _Parser:
         help="simulated seconds per area; default: 10",
     )
     demo.add_argument("--keep-topics", action="store_true", help="keep the run's topics on the broker")
+    demo.add_argument(
+        "--linger",
+        action="store_true",
+        help="keep the broker, the worker and the console up after the summary, until Ctrl-C",
+    )
     return parser
 
 

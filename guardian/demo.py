@@ -35,6 +35,7 @@ from aiokafka.errors import KafkaError
 
 from config.exitcodes import Exit, sigterm_as_interrupt
 from config.settings import Settings, SettingsError
+from guardian.demo_console import ConsoleProcess, console_address, linger
 from guardian.export import export_topics
 from streams.admin import admin_client, create_topics, delete_topics
 from topics.names import INPUT_SUFFIXES, TopicNames
@@ -160,6 +161,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     names = TopicNames(prefix)
     topics_made = False
     code: int = Exit.INTERNAL
+    console = ConsoleProcess(*console_address(os.environ, free_port()), out_dir / "console.log")
+    _say(f"console: {console.url} (live, read-only; starts beside the worker)")
     try:
         if bootstrap is None:
             local = LocalBroker.from_settings(settings)
@@ -193,6 +196,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         if worker.metrics_url:
             ready_url = worker.metrics_url.removesuffix("metrics") + "ready"
             _say(f"worker metrics: {worker.metrics_url} (readiness: {ready_url})")
+        console.start(env, worker.metrics_url.removesuffix("/metrics"))
+        _say(f"console started: {console.url} (log {out_dir / 'console.log'})")
 
         config = FleetConfig(
             devices=args.devices,
@@ -235,8 +240,9 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         for err in report.errors[:10]:
             _say(f"error: {err}")
 
-        worker.stop()
-        worker = None
+        if not args.linger:
+            worker.stop()
+            worker = None
 
         export_path = out_dir / "topics.jsonl"
         n = asyncio.run(export_topics(bootstrap, names.contract_topics(), export_path))
@@ -261,6 +267,9 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         _say(f"report: {out_dir / 'report.html'}")
         _say(f"demo done in {time.monotonic() - t_start:.0f} s")
         code = 0 if report.ok and complete and same == len(report.rows) and not result.divergences else 1
+        if args.linger:
+            _say(f"lingering: broker, worker and console stay up ({console.url}); Ctrl-C to stop")
+            linger()
     except (DemoError, SettingsError) as exc:
         print(f"guardian demo: {exc}", file=sys.stderr)
         code = Exit.INTERNAL
@@ -268,6 +277,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         print(f"guardian demo: Kafka or I/O failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         code = Exit.BROKER_UNREACHABLE if isinstance(exc, (KafkaError, TimeoutError)) else Exit.INTERNAL
     finally:
+        console.stop()
         _cleanup(
             worker, broker, bootstrap, prefix if topics_made and not args.keep_topics else None, work_dir
         )

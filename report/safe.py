@@ -10,6 +10,8 @@ hidden in it never reaches the page.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from html import escape
 from typing import Final
 
 from topics.hostile import safe_key
@@ -38,3 +40,13 @@ def shown_value(value: object, depth: int = 0) -> object:
     if isinstance(value, list):
         return [shown_value(v, depth + 1) for v in value]
     return value
+
+
+def esc(value: object) -> str:
+    """Escape any record value for HTML text or a quoted attribute."""
+    return escape("" if value is None else str(value), quote=True)
+
+
+def css_known(value: str, known: Iterable[str]) -> str:
+    """A CSS-safe class suffix: the value itself when it is one of the known enum values."""
+    return value if value in known else "other"

@@ -33,6 +33,8 @@ ALLOWED = {
         "report",
         "bench",
     },
+    # the live console reads the outputs and the workers from outside, and draws lanes with report's code
+    "console": {"console", "guardian", "streams", "report", "topics", "config"},
     # the chaos run drives the product from outside: processes, the broker, export and replay
     "chaos": {"chaos", "guardian", "streams", "topics", "config"},
 }
@@ -41,6 +43,7 @@ PURE = {"config", "topics", "tables", "supervisor", "pipeline", "report"}
 STREAM_LIBRARIES = {"faust", "mode", "aiokafka", "rocksdict"}
 PROJECT = {
     "config",
+    "console",
     "guardian",
     "topics",
     "tables",
