@@ -17,7 +17,7 @@ import unicodedata
 from typing import Any, get_args
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -187,8 +187,22 @@ def assert_payload_redacted(payload: str) -> None:
         assert k in DEFINED or area_key, (k, v)
 
 
+def leaks_canary(text: str) -> bool:
+    """Whether the canary key's digits are in ``text``, other than inside a key's hashed name (an
+    8-hex-digit hash holds ``4821`` for about one key in 13,000: U+7EFD's is ``<key:29cb4821>``)."""
+    return "4821" in HASHED.sub("", text)
+
+
+#: a key whose hashed name holds the canary's digits, where a dead letter names it (an extra key)
+HASH_LOOKS_LIKE_CANARY = [
+    ("plans", orjson.dumps(SEED_PLAN)),
+    ("observations", orjson.dumps({**SEED_OBSERVATION, "\u7efd": 1})),
+]
+
+
 @SOME
 @given(batch())
+@example(HASH_LOOKS_LIKE_CANARY)
 def test_hostile_records_never_raise_and_leak_nothing(records: list[tuple[str, bytes]]) -> None:
     processor = Processor(REGISTRY, Pipeline(REGISTRY, language="en"), rules.decide)
     store = MemoryStore()
@@ -204,7 +218,7 @@ def test_hostile_records_never_raise_and_leak_nothing(records: list[tuple[str, b
                     assert len(letter.payload.encode()) <= 16 * 1024
                     assert_payload_redacted(letter.payload)
                     assert_no_forbidden_key(orjson.loads(letter.payload))
-                assert "4821" not in letter.detail and not any("4821" in p for p in letter.offending_paths)
+                assert not leaks_canary(letter.detail) and not any(map(leaks_canary, letter.offending_paths))
         # the store's serialisation: the device's one value and its plan
         entry = DeviceEntry(store.get_device(DEVICE), store.get_experience(DEVICE))
         stored = entry.to_json()
