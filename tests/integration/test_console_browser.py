@@ -5,9 +5,9 @@ Asserts what an operator notices: each experience's lane appears and reaches its
 one replay gives), a dead letter appears with its reason, the "disconnected" banner appears when
 the broker stops and goes when it returns (with no duplicate lane after), a filter survives a
 reload, the page logs no error and its policy blocks nothing, the pause button stops and resumes
-updates, and a console restart is said on the page and followed by every lane once again; an accessibility scan with axe-core
-(installed from npm into the cache, run in that browser) finds no violation. It saves a
-screenshot (``console.png`` in the test's temporary directory).
+updates, and a console restart is said on the page and followed by every lane once again; an
+accessibility scan with axe-core (installed from npm into the cache, run in that browser) finds no
+violation. It saves a screenshot (``console.png`` in the test's temporary directory).
 
 Needs Debian's ``chromium``, ``npm`` and the Kafka jars; a missing one is a failure, not a skip.
 """
