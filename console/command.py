@@ -24,15 +24,16 @@ from console.reader import Reader, parse_from
 from console.server import Hub, build_app
 from console.settings import ConsoleSettings
 from console.state import ConsoleState
-from console.workers import WorkerTrack, poll
+from console.workers import WorkerRoster, poll
 from topics.names import TopicNames
 
 WORKERS_EVERY_S = 2.0
 
 
-async def _poll_workers(hub: Hub) -> None:
+async def _poll_workers(hub: Hub, roster: WorkerRoster) -> None:
     async with aiohttp.ClientSession() as session:
         while True:
+            hub.workers[:] = await roster.refresh()
             now = time.monotonic()
             await asyncio.gather(*(poll(session, track, now) for track in hub.workers))
             await asyncio.sleep(WORKERS_EVERY_S)
@@ -40,16 +41,16 @@ async def _poll_workers(hub: Hub) -> None:
 
 async def serve(bootstrap: str, topics: TopicNames, conf: ConsoleSettings, start: str | int) -> None:
     state = ConsoleState(max_lanes=conf.max_experiences, records_per_lane=conf.records_per_experience)
-    tracks = [WorkerTrack(i, url.rstrip("/")) for i, url in enumerate(conf.workers)]
+    roster = WorkerRoster(conf.workers)
     reader = Reader(bootstrap, topics, start, state.add)
-    hub = Hub(state, topics, reader.link, tracks)
+    hub = Hub(state, topics, reader.link, [])
     runner = web.AppRunner(build_app(hub), shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, conf.host, conf.port)
     await site.start()
     host = f"[{conf.host}]" if ":" in conf.host else conf.host
     print(f"guardian console: http://{host}:{conf.port}/ (reading {bootstrap})", flush=True)
-    tasks = [asyncio.create_task(c) for c in (reader.run(), hub.pump(), _poll_workers(hub))]
+    tasks = [asyncio.create_task(c) for c in (reader.run(), hub.pump(), _poll_workers(hub, roster))]
     try:
         await asyncio.gather(*tasks)
     finally:

@@ -7,18 +7,31 @@ Lag: ``guardian_consumer_lag_records`` summed over the worker's partitions. Its 
 an estimate: the lag divided by the rate at which the worker read input over the last samples
 (``guardian_input_records_total``); the trend says whether the lag grew or shrank over the last
 ``TREND_SAMPLES`` samples.
+
+A worker URL whose host name stands for several addresses (a compose service with replicas,
+``http://worker:6066``) is one worker per address (:class:`WorkerRoster`), looked up again at
+every poll, so that a replica scaled in or out is shown or dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
+import socket
 from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
 TREND_SAMPLES: Final = 6
 REQUEST_TIMEOUT_S: Final = 2.0
+RESOLVE_TIMEOUT_S: Final = 2.0
+
+#: a host name and port in, the addresses it stands for out (raises OSError or TimeoutError)
+Resolve = Callable[[str, int], Awaitable[list[str]]]
 
 
 @dataclass(frozen=True)
@@ -143,3 +156,58 @@ async def poll(session: aiohttp.ClientSession, track: WorkerTrack, now_s: float)
     except (TimeoutError, aiohttp.ClientError, ValueError):
         pass
     return track.observe(now_s, reachable, ready, missing, metrics)
+
+
+async def resolve_addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` stands for (the system's resolver, with a timeout), sorted."""
+    loop = asyncio.get_running_loop()
+    infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S)
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class WorkerRoster:
+    """Owns the workers to poll and their tracks: each configured URL, or one worker per address
+    when its host name stands for several (a compose service with replicas). A worker keeps its
+    index and samples while its address stays; an address gone is dropped."""
+
+    def __init__(self, urls: Sequence[str], resolve: Resolve = resolve_addresses) -> None:
+        self._urls = [u.rstrip("/") for u in urls]
+        self._resolve = resolve
+        self._tracks: dict[str, WorkerTrack] = {}
+        self._next_index = 0
+
+    async def refresh(self) -> list[WorkerTrack]:
+        """The workers as of now, in the order of the configured URLs."""
+        current: list[str] = []
+        for url in self._urls:
+            current.extend(u for u in await self._expand(url) if u not in current)
+        for url in current:
+            if url not in self._tracks:
+                self._tracks[url] = WorkerTrack(self._next_index, url)
+                self._next_index += 1
+        for url in set(self._tracks) - set(current):
+            del self._tracks[url]
+        return [self._tracks[u] for u in current]
+
+    async def _expand(self, url: str) -> list[str]:
+        parts = urlsplit(url)
+        host = parts.hostname
+        if host is None or host == "localhost" or _is_address(host):
+            return [url]
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            addresses = await self._resolve(host, port)
+        except (OSError, TimeoutError):  # not resolvable now: polled as given, shown unreachable
+            return [url]
+        if len(addresses) <= 1:
+            return [url]
+        hosts = (f"[{a}]" if ":" in a else a for a in addresses)
+        return [urlunsplit(parts._replace(netloc=f"{h}:{port}")) for h in hosts]

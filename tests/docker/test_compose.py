@@ -1,5 +1,6 @@
-"""`docker compose up` runs the whole job: broker, topics, two workers in one consumer group, and a
-simulated fleet of every story, which ends as expected; `docker compose down` leaves nothing behind.
+"""`docker compose up` runs the whole job: broker, topics, two workers in one consumer group, the live
+console, and a simulated fleet of every story, which ends as expected (and is on the console, with
+both workers); `docker compose down` leaves nothing behind.
 
 Needs a Docker engine and the images of `make docker` (`make test-docker` provides both). Runs with
 the compose command a user has (`docker compose`, else Debian's `docker-compose` 1.29), from the
@@ -10,15 +11,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, get_args
 
+import orjson
 import pytest
 
 from guardian.docker_engine import compose_command, docker_cli
 from guardian.kafka_local import free_port
 from simulator.scenarios import SCENARIO_IDS
+from topics.records import EndStatus
 
 pytestmark = pytest.mark.docker
 
@@ -65,6 +71,7 @@ def project() -> Iterator[Project]:
     env = dict(os.environ)
     env.update(
         GUARDIAN_KAFKA_HOST_PORT=str(free_port()),
+        GUARDIAN_CONSOLE_HOST_PORT=str(free_port()),
         SIM_DEVICES=str(len(SCENARIO_IDS)),
         SIM_SPEED="4",
         SIM_SEED="11",
@@ -78,6 +85,18 @@ def project() -> Iterator[Project]:
         assert proj.containers() == [], f"containers left after down: {proj.containers()}"
         volumes = _run([proj.docker, "volume", "ls", "-q", "--filter", f"name={proj.name}_"], 60).stdout
         assert volumes.split() == [], f"volumes left after down -v: {volumes}"
+
+
+def console_snapshot(port: int) -> dict[str, Any]:
+    """The console's first Server-Sent Event: every lane it holds, its overview, the workers'
+    partitions (what a page gets when it opens)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/events", timeout=10) as resp:
+        for raw in resp:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("data: "):
+                event: dict[str, Any] = orjson.loads(line[len("data: ") :])
+                return event
+    raise AssertionError("the console's stream ended without an event")
 
 
 def test_compose_runs_the_job_with_two_workers_and_the_fleet_ends_as_expected(project: Project) -> None:
@@ -122,3 +141,21 @@ def test_compose_runs_the_job_with_two_workers_and_the_fleet_ends_as_expected(pr
     )
     members = [line for line in group.stdout.splitlines() if line.startswith("guardian.worker ")]
     assert len(members) == 2, group.stdout + group.stderr
+
+    # the console: every experience of the fleet at its end, and each replica's partitions (the
+    # workers are polled every 2 s: a few tries)
+    [console] = project.containers("console")
+    port = int(project.env["GUARDIAN_CONSOLE_HOST_PORT"])
+    deadline = time.monotonic() + 60
+    while True:
+        snapshot = console_snapshot(port)
+        holders = set(snapshot["worker_of"].values())
+        if (len(holders) == 2 and len(snapshot["worker_of"]) == 8) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert len(holders) == 2 and len(snapshot["worker_of"]) == 8, (snapshot["worker_of"], project.logs())
+    lanes = [lane for lane in snapshot["lanes"] if lane["experience"]]
+    assert len(lanes) == count, [lane["device"] for lane in lanes]
+    assert all(lane["status"] in get_args(EndStatus) for lane in lanes), lanes  # every one ended
+    health = _run([project.docker, "inspect", "--format", "{{.State.Health.Status}}", console], 60)
+    assert health.stdout.strip() == "healthy", project.logs()
