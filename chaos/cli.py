@@ -36,7 +36,7 @@ def parse(argv: list[str] | None = None) -> ChaosConfig:
         "--wave-devices",
         type=int,
         default=34,
-        help="devices per simulated fleet; default 34 (every story twice)",
+        help="devices per simulated fleet (`--mix`); default 34: every story and case, then ten more",
     )
     p.add_argument(
         "--wave-every", type=float, default=30.0, metavar="S", help="a new fleet every S seconds; default 30"
