@@ -170,7 +170,7 @@ class PipelineTask:
             suffix, partition, message.key, ts, offset, message, shell.inbox.merge_clock()
         )
         if late and shell.metrics is not None:
-            shell.metrics.late_arrivals.inc()
+            shell.metrics.irregular.late_arrivals.inc()
 
     async def release_held(self) -> None:
         """Let out what the merge held back; flush it when the pipeline is idle (else the pipeline

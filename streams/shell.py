@@ -252,7 +252,7 @@ class PipelineShell:
         """A control record Guardian cannot use (only Guardian writes them): skipped, with a log
         line and a count, never silently."""
         if self.metrics is not None:
-            self.metrics.control_rejected.inc()
+            self.metrics.irregular.control_rejected.inc()
         log.error("guardian: skipped control record %s: %s", coords, why)
 
     def sweep(self, partition: int, now_ms: int) -> int:

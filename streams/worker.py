@@ -100,10 +100,10 @@ def build_worker_app(
         bootstrap,
         names.claims,
         claims=ClaimLog(snapshot_every=settings.claims_snapshot_every),
-        on_round_trip=metrics.claim_duration.observe,
+        on_round_trip=metrics.claims.duration.observe,
     )
-    metrics.claims_held.set_function(lambda: len(claims.claims))
-    metrics.claims_bytes.set_function(claims.claims.memory_bytes)
+    metrics.claims.held.set_function(lambda: len(claims.claims))
+    metrics.claims.bytes.set_function(claims.claims.memory_bytes)
     changelog_batch = changelog_batches(app.conf.producer_max_batch_size)
     store = FaustStore(tables, PendingWrites(tables.batched(), tables.access, changelog_batch))
     store.claims = claims.claims
@@ -126,8 +126,8 @@ def build_worker_app(
 
         lanes = attach_lanes(app, shell, settings)
         if isinstance(lanes.backend, GeminiBackend):
-            lanes.backend.on_call = metrics.model_call
-            lanes.backend.on_fallback = metrics.model_fallback
+            lanes.backend.on_call = metrics.model.call
+            lanes.backend.on_fallback = metrics.model.fallback
     recovery = RecoveryWatch.attach(app)
     register_agents(app, shell, recovery)
     readiness = health.Readiness(

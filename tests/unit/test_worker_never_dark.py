@@ -277,7 +277,7 @@ def test_a_bad_control_record_is_logged_and_counted(
     shell.metrics = GuardianMetrics()
     shell.control(raw, Coords("control", 2, 17), 1_000)
     assert said in caplog.text and "control:2:17" in caplog.text.replace(" ", "")
-    assert shell.metrics.control_rejected._value.get() == 1
+    assert shell.metrics.irregular.control_rejected._value.get() == 1
 
 
 # -- metrics --------------------------------------------------------------------------------------
