@@ -147,7 +147,7 @@ def build_worker_app(
         idle=lambda: shell.inbox.waiting_since is not None,
         after_s=settings.stall_after_s,
     )
-    shell.readiness = readiness
+    shell.reports.readiness = readiness
     return app, shell
 
 
@@ -271,9 +271,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         flush=True,
     )
     worker = new_worker(app, args.loglevel)
-    assert shell.readiness is not None and shell.metrics is not None
+    assert shell.reports.readiness is not None and shell.reports.metrics is not None
     watching = worker.loop.create_task(
-        health.watchdog(shell.readiness, shell.metrics, lambda step: health.heal(app, step))
+        health.watchdog(shell.reports.readiness, shell.reports.metrics, lambda step: health.heal(app, step))
     )
     try:
         worker.execute_from_commandline()

@@ -274,10 +274,10 @@ def test_a_bad_control_record_is_logged_and_counted(
     from topics.envelope import Coords
 
     shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
-    shell.metrics = GuardianMetrics()
+    shell.reports.metrics = GuardianMetrics()
     shell.control(raw, Coords("control", 2, 17), 1_000)
     assert said in caplog.text and "control:2:17" in caplog.text.replace(" ", "")
-    assert shell.metrics.irregular.control_rejected._value.get() == 1
+    assert shell.reports.metrics.irregular.control_rejected._value.get() == 1
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -297,7 +297,7 @@ def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path
     async def main() -> GuardianMetrics:
         producer = MemoryProducer(hold=True)
         shell, _ = shell_over(tmp_path, producer, Acked())
-        shell.metrics = shell.batch.delivery.metrics = metrics = GuardianMetrics()
+        shell.reports.metrics = shell.batch.delivery.metrics = metrics = GuardianMetrics()
         # a batch dropped by a rebalance is read again: not counted
         shell.batch.tally.inputs["observations"] += 1
         shell.emit([Out("deadletter", "d", {"reason_code": "not_json"})])
