@@ -37,6 +37,7 @@ from streams.admin import (
 from streams.agents import register_agents
 from streams.allocator import keep_large_blocks_mapped
 from streams.app import create_app
+from streams.claiming import RoundTrips
 from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
 from streams.seam import membership
@@ -100,7 +101,7 @@ def build_worker_app(
         bootstrap,
         names.claims,
         claims=ClaimLog(snapshot_every=settings.claims_snapshot_every),
-        on_round_trip=metrics.claims.duration.observe,
+        round_trips=RoundTrips(on_round_trip=metrics.claims.duration.observe),
     )
     metrics.claims.held.set_function(lambda: len(claims.claims))
     metrics.claims.bytes.set_function(claims.claims.memory_bytes)
