@@ -221,7 +221,7 @@ def test_the_recovery_progress_keeps_a_later_assignment_waiting(worker: Worker) 
     worker.recovered(1)
     worker.rebalance(2, left=50)
     start = 1_000.0
-    worker.readiness.waiting_since = worker.readiness.last_progress = start
+    worker.readiness.wait.waiting_since = worker.readiness.wait.last_progress = start
     for step in range(1, 6):  # progress every 40 s: still waiting after 200 s
         worker.faust.active_offsets[worker.changelog] += 5
         worker.readiness.check(start + 40 * step)
