@@ -1,6 +1,6 @@
 """Where the slowest probes of the latency part spent their time (the worker's latency trace).
 
-The worker writes one line per dispatch (``streams.metrics.LatencyTrace``), plus its garbage
+The worker writes one line per dispatch (``streams.latency_trace.LatencyTrace``), plus its garbage
 collector pauses and event-loop stalls; the bench knows when each probe was sent and when its
 dispatch arrived. Joined, each probe's trigger -> dispatch time splits into stages:
 

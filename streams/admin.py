@@ -7,26 +7,33 @@ created before a worker starts: faust's partition assignor skips a topic that is
 cluster metadata yet, and a table whose changelog missed the first assignment never recovers.
 Creating is idempotent and returns once every partition of every topic has a leader; a topic that
 exists with another partition count is an error (records of one device must stay on one partition,
-so the count of a live topic is never changed behind the user's back).
+so the count of a live topic is never changed behind the user's back). Reaching the broker (the
+admin client, probing and waiting for it, a command's one line when it does not answer) is
+:mod:`streams.kafka_reach`, re-exported here.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
-import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import KafkaError
 
 from config.exitcodes import Exit
 from config.settings import Settings
+from streams.kafka_reach import (
+    REQUEST_TIMEOUT_MS,
+    admin_client,
+    probe_broker,
+    quiet_client_logs,
+    unreachable,
+    wait_for_broker,
+)
 from topics.names import CLAIMS_SUFFIX, INPUT_SUFFIXES, TopicNames
 
 #: the tables of a worker (``tables.store.faust_tables.define_tables``); faust names each one's changelog
@@ -50,7 +57,6 @@ CLAIMS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.by
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
-REQUEST_TIMEOUT_MS = 15_000
 ADMIN_TIMEOUT_S = 60.0
 
 
@@ -75,46 +81,6 @@ class PartitionMismatch(TopicError):
         self.topic = topic
         self.found = found
         self.wanted = wanted
-
-
-@asynccontextmanager
-async def admin_client(bootstrap: str, request_timeout_ms: int = REQUEST_TIMEOUT_MS) -> AsyncIterator[Any]:
-    """A started ``AIOKafkaAdminClient`` (closed on exit); its start is bounded by the request timeout."""
-    client = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap,
-        request_timeout_ms=request_timeout_ms,
-        client_id="guardian-admin",
-    )
-    try:
-        async with asyncio.timeout(request_timeout_ms / 1000):
-            await client.start()
-        yield client
-    finally:
-        await client.close()
-
-
-async def probe_broker(bootstrap: str, timeout_s: float = 5.0) -> bool:
-    """Whether a metadata request to ``bootstrap`` succeeds (and names at least one broker) in time."""
-    timeout_ms = max(500, int(timeout_s * 1000))
-    try:
-        async with asyncio.timeout(timeout_s):
-            async with admin_client(bootstrap, timeout_ms) as client:
-                cluster = await client.describe_cluster()
-    except (KafkaError, OSError, TimeoutError):
-        return False
-    return bool(cluster.get("brokers"))
-
-
-async def wait_for_broker(bootstrap: str, timeout_s: float = 60.0) -> None:
-    """Return once a metadata request to ``bootstrap`` succeeds; TimeoutError after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"no Kafka broker answered at {bootstrap} within {timeout_s:.0f} s")
-        if await probe_broker(bootstrap, min(5.0, remaining)):
-            return
-        await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
 async def served(bootstrap: str, topics: Sequence[str], partitions: int | Mapping[str, int]) -> None:
@@ -365,16 +331,6 @@ async def delete_topics(bootstrap: str, topics: Sequence[str], *, timeout_s: flo
                 raise TopicError(f"deleting topic {name} failed: Kafka error code {code}")
 
 
-def quiet_client_logs() -> None:
-    """For command-line entry points: a failure is told in one line, not with aiokafka's own log lines.
-
-    Without a handler, Python's last-resort handler prints aiokafka's warnings and errors to stderr.
-    """
-    logger = logging.getLogger("aiokafka")
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
-
-
 def cmd_topics_create(args: argparse.Namespace, settings: Settings) -> int:
     """``guardian topics create``: every topic of ``TopicNames.all()`` with the configured partition count."""
     quiet_client_logs()
@@ -399,26 +355,11 @@ def cmd_topics_create(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def unreachable(bootstrap: str, exc: BaseException) -> str:
-    """One line for a broker that did not answer: the address, what happened, and the hint."""
-    return (
-        f"the Kafka broker at {bootstrap} did not answer ({_describe(exc)}): "
-        "start it with 'guardian kafka up', or check GUARDIAN_KAFKA_BOOTSTRAP"
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    name = type(exc).__name__
-    if not text:
-        return name
-    return text if text.startswith(name) else f"{name}: {text}"
-
-
 __all__ = [
     "PartitionMismatch",
     "TopicError",
     "TopicsNotReady",
+    "admin_client",
     "changelog_topics",
     "cmd_topics_create",
     "create_topics",

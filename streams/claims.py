@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from streams import claims_snapshot
+from streams.claiming import ClaimsUnderWay, RoundTrips, VoidClaims
 from tables.claims import ClaimLog
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,6 @@ CLAIM_TIMEOUT_S = 10.0
 #: the pause before a claim that failed is tried again
 CLAIM_RETRY_S = 1.0
 REQUEST_TIMEOUT_MS = 30_000
-#: void claims remembered for plans in the merge at most (more: some a rebalance took away)
-MAX_REFUSED = 10_000
 #: the reader's fetch long-poll (the broker answers as soon as a claim arrives)
 FETCH_WAIT_MS = 100
 
@@ -54,7 +53,9 @@ class ClaimTimeout(TimeoutError):
 
 @dataclass
 class ClaimsReader:
-    """Follows the claims topic (partition 0) from its beginning into a :class:`ClaimLog`."""
+    """Follows the claims topic (partition 0) from its beginning into a :class:`ClaimLog`, and writes
+    the plans' claims (what it keeps of them: :mod:`streams.claiming`; the snapshot it writes:
+    :class:`streams.claims_snapshot.SnapshotWriting`)."""
 
     bootstrap: str
     topic: str
@@ -64,26 +65,14 @@ class ClaimsReader:
     start_end: int | None = None
     #: wakes the claims waiting to be read back
     progressed: asyncio.Event = field(default_factory=asyncio.Event)
-    #: claims written, and their round trips (seconds, written + read back), for the log and metrics
-    claimed: int = 0
-    last_round_trip_s: float = 0.0
     consumer: Any = None
-    on_round_trip: Callable[[float], None] | None = None
-    #: experience -> (device, monotonic time it was first asked for) of claims not settled yet
-    pending: dict[str, tuple[str, float]] = field(default_factory=dict)
-    #: the tasks claiming them
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
     retry_s: float = CLAIM_RETRY_S
-    #: (experience, device) of plans whose claim is void for the device's rate (forgotten once the
-    #: plan leaves the merge; at most ``MAX_REFUSED``)
-    refused: set[tuple[str, str]] = field(default_factory=set)
-    #: claims found void (their plans refused, counted as ``experience_rate`` dead letters)
-    voided: int = 0
-    #: write a snapshot when this worker's claim is the one it is due at (off: tests of the claims)
-    snapshots: bool = True
-    snapshot_task: asyncio.Task[None] | None = None
-    #: device -> its claims' turn (a lock, and how many claims of it wait or run)
-    turns: dict[str, list[Any]] = field(default_factory=dict)
+    #: the claims being written, the claims found void, the round trips of those written
+    under_way: ClaimsUnderWay = field(default_factory=ClaimsUnderWay)
+    voids: VoidClaims = field(default_factory=VoidClaims)
+    round_trips: RoundTrips = field(default_factory=RoundTrips)
+    #: the snapshot this worker writes when its claim is the one it is due at
+    snapshot: claims_snapshot.SnapshotWriting = field(default_factory=claims_snapshot.SnapshotWriting)
 
     @property
     def caught_up(self) -> bool:
@@ -95,7 +84,9 @@ class ClaimsReader:
         ``device_id``'s claim on it void (its plan is refused)?"""
         if not self.claims.complete:
             return False
-        return self.claims.owner(experience_id) is not None or (experience_id, device_id) in self.refused
+        return (
+            self.claims.owner(experience_id) is not None or (experience_id, device_id) in self.voids.refused
+        )
 
     def missing(self, now: float | None = None) -> list[str]:
         """For readiness: what is still missing (empty: the claims are read and none is late)."""
@@ -115,7 +106,7 @@ class ClaimsReader:
         now = time.monotonic() if now is None else now
         late = sorted(
             (since, exp, dev)
-            for exp, (dev, since) in self.pending.items()
+            for exp, (dev, since) in self.under_way.pending.items()
             if now - since >= self.timeout_s and not self.settled(exp, dev)
         )
         if late:
@@ -133,12 +124,13 @@ class ClaimsReader:
         """Claim ``experience_id`` for ``device_id`` (a plan received at ``received_at_ms``) unless
         it is settled or already being claimed; returns at once (the claim is written and read back
         in a task of its own). ``producer`` returns the running ``AIOKafkaProducer``."""
-        if self.settled(experience_id, device_id) or experience_id in self.pending:
+        under_way = self.under_way
+        if self.settled(experience_id, device_id) or experience_id in under_way.pending:
             return
-        self.pending[experience_id] = (device_id, time.monotonic())
+        under_way.pending[experience_id] = (device_id, time.monotonic())
         task = asyncio.ensure_future(self._claim(producer, experience_id, device_id, received_at_ms))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        under_way.tasks.add(task)
+        task.add_done_callback(under_way.tasks.discard)
 
     def holds(self, producer: Callable[[], Any] | None, experience_id: str, device_id: str, at: int) -> bool:
         """Must the plan of ``device_id`` for ``experience_id`` received at ``at`` stay in the merge
@@ -148,14 +140,8 @@ class ClaimsReader:
             if producer is not None:
                 self.request(producer, experience_id, device_id, at)
             return True
-        self.refused.discard((experience_id, device_id))
+        self.voids.refused.discard((experience_id, device_id))
         return False
-
-    def _void(self, experience_id: str, device_id: str) -> None:
-        if len(self.refused) >= MAX_REFUSED:  # left by plans a rebalance took away: asked again
-            self.refused.clear()
-        self.refused.add((experience_id, device_id))
-        self.voided += 1
 
     async def _claim(
         self, producer: Callable[[], Any], experience_id: str, device_id: str, received_at_ms: int
@@ -165,7 +151,8 @@ class ClaimsReader:
         await self.wait_caught_up()
         # one claim of a device at a time: once the device's rate is used up, its next claims are
         # found void before they are written (a device flooding new IDs writes few claims)
-        turn = self.turns.setdefault(device_id, [asyncio.Lock(), 0])
+        turns = self.under_way.turns
+        turn = turns.setdefault(device_id, [asyncio.Lock(), 0])
         turn[1] += 1
         try:
             async with turn[0]:
@@ -173,7 +160,7 @@ class ClaimsReader:
         finally:
             turn[1] -= 1
             if not turn[1]:
-                del self.turns[device_id]
+                del turns[device_id]
 
     async def _claim_in_turn(
         self, producer: Callable[[], Any], experience_id: str, device_id: str, received_at_ms: int
@@ -185,11 +172,11 @@ class ClaimsReader:
                     device_id, received_at_ms
                 ):
                     # the log voids such a claim already, whatever is read later: not written
-                    self._void(experience_id, device_id)
+                    self.voids.add(experience_id, device_id)
                     break
                 try:
                     if await self.settle(producer(), experience_id, device_id, received_at_ms) is None:
-                        self._void(experience_id, device_id)
+                        self.voids.add(experience_id, device_id)
                 except (ClaimTimeout, KafkaError, OSError) as exc:
                     if not said:
                         said = True
@@ -201,14 +188,14 @@ class ClaimsReader:
                         )
                     await asyncio.sleep(self.retry_s)
             if said:
-                since = self.pending[experience_id][1]
+                since = self.under_way.pending[experience_id][1]
                 log.warning(
                     "guardian: the claim of experience %r is settled after %.0f s",
                     experience_id,
                     time.monotonic() - since,
                 )
         finally:
-            self.pending.pop(experience_id, None)
+            self.under_way.pending.pop(experience_id, None)
 
     async def wait_caught_up(self) -> None:
         """Return once the log has been read up to where it ended when the worker started."""
@@ -300,17 +287,8 @@ class ClaimsReader:
                 f"the claim of experience {experience_id!r} for device {device_id!r} was not written "
                 f"and read back on topic {self.topic} within {self.timeout_s:g} s"
             ) from exc
-        self.claimed += 1
-        self.last_round_trip_s = time.monotonic() - started
-        if self.on_round_trip is not None:
-            self.on_round_trip(self.last_round_trip_s)
-        if self.snapshots and self.claims.due == offset and self.snapshot_task is None:
+        self.round_trips.done(time.monotonic() - started)
+        if self.claims.due == offset:
             # this worker's claim is the one the next snapshot is due at: it writes it
-            self.snapshot_task = asyncio.ensure_future(claims_snapshot.write(self, producer))
-            self.snapshot_task.add_done_callback(self._snapshot_done)
+            self.snapshot.start(self, producer)
         return self.claims.owner(experience_id)
-
-    def _snapshot_done(self, task: asyncio.Task[None]) -> None:
-        self.snapshot_task = None
-        if not task.cancelled() and task.exception() is not None:
-            log.error("guardian: writing a snapshot of the claims topic %s: %r", self.topic, task.exception())

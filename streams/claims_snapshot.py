@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from aiokafka import TopicPartition
@@ -35,13 +37,34 @@ class ClaimsReader(Protocol):
     progressed: asyncio.Event
 
 
-__all__ = ["SnapshotError", "trim", "write"]
+__all__ = ["SnapshotError", "SnapshotWriting", "trim", "write"]
 
 log = logging.getLogger(__name__)
 
 #: how long a snapshot may take to be written and read back
 SNAPSHOT_TIMEOUT_S = 120.0
 ADMIN_TIMEOUT_MS = 30_000
+
+
+@dataclass
+class SnapshotWriting:
+    """Whether this worker writes the snapshot due at one of its claims (off: tests of the claims),
+    and the snapshot it is writing (one at a time)."""
+
+    enabled: bool = True
+    task: asyncio.Task[None] | None = None
+
+    def start(self, reader: ClaimsReader, producer: Any) -> None:
+        """This worker's claim is the one the next snapshot is due at: it writes it (unless off, or
+        writing one already)."""
+        if self.enabled and self.task is None:
+            self.task = asyncio.ensure_future(write(reader, producer))
+            self.task.add_done_callback(partial(self._done, reader.topic))
+
+    def _done(self, topic: str, task: asyncio.Task[None]) -> None:
+        self.task = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("guardian: writing a snapshot of the claims topic %s: %r", topic, task.exception())
 
 
 async def write(reader: ClaimsReader, producer: Any) -> None:

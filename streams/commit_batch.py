@@ -20,8 +20,9 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
+from streams.batch_tally import BatchTally
 from streams.broker import ShellProducer
-from streams.metrics import BatchTally, GuardianMetrics
+from streams.metrics import GuardianMetrics
 from tables.store.writes import PendingWrites
 from topics.envelope import Out
 

@@ -35,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from streams.metrics import GuardianMetrics, LiveCollector
+from streams.ready_wait import ReadyWait
 from streams.seam import membership
 from streams.seam.reads import assigned_topics, producer_started
 from streams.seam.recovery import RecoveryWatch
@@ -60,26 +61,17 @@ class Readiness:
     #: the time waits are measured in (without time the process spent stopped)
     clock: WaitClock = field(default_factory=WaitClock)
     assigned: bool = False
-    #: time (``clock``) since which the worker has been waiting to be ready (None: ready)
-    waiting_since: float | None = None
-    #: recovery progress seen last (records still to read), and when it last moved
-    last_remaining: int | None = None
-    last_progress: float = 0.0
-    #: the current wait was told (``on_timeout``) already
-    told: bool = False
-    #: waits told so far (``guardian_not_ready_timeouts_total``)
-    timeouts: int = 0
+    #: the current wait to be ready (on ``clock``) and the waits told so far
+    wait: ReadyWait = field(default_factory=ReadyWait)
     #: the claims reader (``streams.claims.ClaimsReader``): not ready until the log is read
     claims: Any = None
     #: the input partitions' watch: not ready while one is stalled
     inputs: InputWatch | None = None
     #: heal steps found by the last :meth:`check`, for the watchdog to carry out
     heals: list[Heal] = field(default_factory=list)
-    #: when the worker, without an assignment, last asked to rejoin its group
-    rejoined: float = float("-inf")
 
     def __post_init__(self) -> None:
-        self.waiting_since = self.last_progress = self.clock.now()
+        self.wait.waiting_since = self.wait.last_progress = self.clock.now()
 
     def on_assigned(self) -> None:
         self.assigned = True
@@ -92,14 +84,7 @@ class Readiness:
     def _moved(self) -> None:
         if self.inputs is not None:
             self.inputs.reset()
-        self._wait()
-
-    def _wait(self) -> None:
-        now = self.clock.now()
-        if self.waiting_since is None:
-            self.waiting_since = now
-        self.last_progress = now
-        self.last_remaining = None
+        self.wait.begin(self.clock.now())
 
     def _lacking(self) -> list[str]:
         app = self.app
@@ -134,27 +119,24 @@ class Readiness:
             if not lacking:
                 self.heals.extend(self.inputs.judge(now, int(time.time() * 1000)))
             lacking.extend(self.inputs.open_stalls())
+        wait = self.wait
         if not lacking:
-            self.waiting_since = None
-            self.told = False
+            wait.end()
             return lacking
-        if self.waiting_since is None:
-            self._wait()
-        remaining = sum(self.recovery.state().remaining.values()) if self.assigned else None
-        if remaining is not None and remaining != self.last_remaining:
-            self.last_remaining = remaining
-            self.last_progress = now
-        assert self.waiting_since is not None
-        stuck_since = max(self.waiting_since, self.last_progress)
-        if not self.assigned and now - max(stuck_since, self.rejoined) >= self.timeout_s:
-            self.rejoined = now  # no assignment for so long: rejoin, again every timeout
+        if wait.waiting_since is None:
+            wait.begin(self.clock.now())
+        wait.progressed(sum(self.recovery.state().remaining.values()) if self.assigned else None, now)
+        stuck_since = wait.stuck_since()
+        if not self.assigned and now - max(stuck_since, wait.rejoined) >= self.timeout_s:
+            wait.rejoined = now  # no assignment for so long: rejoin, again every timeout
             self.heals.append(Heal("rejoin"))
-        if not self.told and now - stuck_since >= self.timeout_s:
-            self.told = True
-            self.timeouts += 1
+        if not wait.told and now - stuck_since >= self.timeout_s:
+            wait.told = True
+            wait.timeouts += 1
             topics = ", ".join(assigned_topics(self.app.consumer)) if self.assigned else ""
+            assert wait.waiting_since is not None
             reason = (
-                f"worker not ready after {now - self.waiting_since:.0f} s "
+                f"worker not ready after {now - wait.waiting_since:.0f} s "
                 f"(GUARDIAN_READY_TIMEOUT_S={self.timeout_s:g}), still trying: {'; '.join(lacking)}"
                 + (f"; assigned partitions of {topics}" if topics else "")
             )
@@ -231,7 +213,7 @@ class LivenessCollector(Collector):
             "guardian_not_ready_timeouts",
             "Times the worker was not ready for GUARDIAN_READY_TIMEOUT_S with no recovery progress "
             "(each one logged with what was missing; the worker keeps trying).",
-            value=readiness.timeouts,
+            value=readiness.wait.timeouts,
         )
         yield GaugeMetricFamily(
             "guardian_consumer_group_generation",

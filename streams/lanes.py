@@ -314,14 +314,14 @@ def attach_lanes(
     backend: Backend | None = None,
     options: GeminiOptions | None = None,
 ) -> Lanes:
-    """Make ``shell.submit`` enqueue on per-device lanes deciding with the Gemini backend.
+    """Make ``shell.outlets.submit`` enqueue on per-device lanes deciding with the Gemini backend.
 
     Registers the lanes with the app: a service stopped with it, a table-recovery callback that
     re-submits pending triggers, and the partition-revoke signal. Raises
     :class:`supervisor.gemini.GeminiConfigError` (a ``SettingsError``) when Gemini cannot be set up."""
     opts = options if options is not None else GeminiOptions.from_env()
     lanes = Lanes(shell, backend if backend is not None else GeminiBackend(settings, options=opts), opts)
-    shell.submit = lanes.submit
+    shell.outlets.submit = lanes.submit
     app.service(LanesService(lanes))
     # the ``devices`` table's values carry the experience (under ``"e"``)
     shell.tables.devices.on_recover(lanes.resubmit_recovered)

@@ -85,8 +85,8 @@ class PipelineTask:
         """The task's body."""
         self.attach()
         shell = self.shell
-        if shell.metrics is not None and shell.metrics.trace is not None:
-            shell.metrics.trace.start()
+        if shell.reports.metrics is not None and shell.reports.metrics.trace is not None:
+            shell.reports.metrics.trace.start()
         while True:
             if shell.sweeper.sweeping:
                 # a slice of a dedup sweep per turn, before waiting for input (or between what
@@ -160,8 +160,8 @@ class PipelineTask:
         """An input record into the merge (a plan claims its experience on its way in)."""
         shell = self.shell
         partition = int(message.partition)
-        if shell.metrics is not None and shell.metrics.trace is not None:
-            shell.metrics.trace.pushed(message)
+        if shell.reports.metrics is not None and shell.reports.metrics.trace is not None:
+            shell.reports.metrics.trace.pushed(message)
         shell.positions.entered(suffix, partition, int(message.offset))
         if suffix == "plans":
             shell.held.claim(message)
@@ -169,8 +169,8 @@ class PipelineTask:
         late = shell.held.merger.push(
             suffix, partition, message.key, ts, offset, message, shell.inbox.merge_clock()
         )
-        if late and shell.metrics is not None:
-            shell.metrics.late_arrivals.inc()
+        if late and shell.reports.metrics is not None:
+            shell.reports.metrics.irregular.late_arrivals.inc()
 
     async def release_held(self) -> None:
         """Let out what the merge held back; flush it when the pipeline is idle (else the pipeline

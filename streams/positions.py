@@ -186,7 +186,7 @@ class Positions:
                 expected,
             )
             if self.metrics is not None:
-                self.metrics.input_reread.inc()
+                self.metrics.irregular.input_reread.inc()
         if tp is not None and self.consumer is not None:
             try:
                 # in the consumer's own thread (faust's ``seek`` calls the client from this one,

@@ -9,7 +9,9 @@ functional core, wiring the objects that own the shell's state. It owns none of 
 - :class:`streams.commit_batch.CommitBatch`: the batch's messages, its table writes waiting behind
   a backlog, what is flushed and what may be committed;
 - :class:`streams.quiet.PendingConfirmations`: quiet devices' pending changes, the partitions'
-  receive-time clocks; :class:`streams.sweep.DedupSweep`: the dedup sweeps under way.
+  receive-time clocks; :class:`streams.sweep.DedupSweep`: the dedup sweeps under way;
+- :class:`streams.outlets.Outlets`: the output topics by kind, the ``control`` topic, the
+  asynchronous decider; :class:`streams.reports.WorkerReports`: the worker's metrics and readiness.
 
 Per record the shell hands the core the record's partition of the store
 (``store.at(partition)``), then the outputs to the batch (:meth:`PipelineShell.emit`); ``control``
@@ -22,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import orjson
@@ -34,8 +34,10 @@ from streams.commit_batch import DEFER_STATE_AFTER_S, CommitBatch, Deferred, Del
 from streams.held import HeldRecords
 from streams.inbox import Inbox
 from streams.metrics import GuardianMetrics
+from streams.outlets import Outlets, VerdictSink
 from streams.positions import Positions
 from streams.quiet import PendingConfirmations
+from streams.reports import WorkerReports
 from streams.sweep import SWEEP_EVERY_S, DedupSweep
 from supervisor.verdict import Verdict
 from tables.state import Trigger
@@ -51,55 +53,57 @@ log = logging.getLogger(__name__)
 #: produce request per flush), frequent turns cost almost nothing
 YIELD_EVERY_S = 0.01
 
-VerdictSink = Callable[[str, int, Trigger, int], None]
 
-
-@dataclass
 class PipelineShell:
     """The per-app shell (never module-global): the core, the store and the topics, and the objects
     that own the shell's state, wired together (see the module)."""
 
-    processor: Processor
-    names: TopicNames
-    tables: GuardianTables
-    store: FaustStore
-    #: output kind ("decisions", "dispatch", "timeline", "deadletter") -> topic name
-    out_topics: dict[str, str]
-    control_topic: Any
-    #: an asynchronous decider: (device_id, partition, trigger, etag) -> None
-    submit: VerdictSink | None = None
-    #: the worker's Prometheus metrics (None: not counted, e.g. unit tests)
-    metrics: GuardianMetrics | None = None
-    #: the worker's readiness (``streams.health.Readiness``; None outside a worker)
-    readiness: Any = None
-    #: the experience claims (:class:`streams.held.HeldRecords`), how often the dedup keys are
-    #: swept (:class:`streams.sweep.DedupSweep`), how long table writes may wait behind a backlog
-    #: (:class:`streams.commit_batch.Deferred`)
-    claims: InitVar[ClaimsReader | None] = None
-    sweep_every_s: InitVar[float] = SWEEP_EVERY_S
-    defer_state_s: InitVar[float] = DEFER_STATE_AFTER_S
-    #: the batch being built and its commit protocol (over the store's pending writes)
-    batch: CommitBatch = field(init=False)
-    #: where each input topic-partition stands, what faust handed over, what the merge holds, the
-    #: quiet devices and the partitions' clocks, the dedup sweeps under way
-    positions: Positions = field(init=False)
-    inbox: Inbox = field(init=False)
-    held: HeldRecords = field(init=False)
-    quiet: PendingConfirmations = field(init=False)
-    sweeper: DedupSweep = field(init=False)
-    #: when the pipeline last gave the event loop a turn (monotonic)
-    yielded_at: float = 0.0
-
-    def __post_init__(self, claims: ClaimsReader | None, sweep_every_s: float, defer_state_s: float) -> None:
+    def __init__(
+        self,
+        processor: Processor,
+        names: TopicNames,
+        tables: GuardianTables,
+        store: FaustStore,
+        out_topics: dict[str, str],
+        control_topic: Any,
+        submit: VerdictSink | None = None,
+        metrics: GuardianMetrics | None = None,
+        readiness: Any = None,
+        claims: ClaimsReader | None = None,
+        sweep_every_s: float = SWEEP_EVERY_S,
+        defer_state_s: float = DEFER_STATE_AFTER_S,
+    ) -> None:
+        """``tables``: the faust tables (swept by :class:`streams.sweep.DedupSweep`; the store's
+        own, ``store.tables``, in a worker); ``claims``: the experience claims
+        (:class:`streams.held.HeldRecords`); ``sweep_every_s``: how often the dedup keys are swept;
+        ``defer_state_s``: how long table writes may wait behind a backlog
+        (:class:`streams.commit_batch.Deferred`)."""
+        self.processor = processor
+        self.names = names
+        self.store = store
+        #: the output topics by kind, the ``control`` topic, the asynchronous decider
+        self.outlets = Outlets(out_topics, control_topic, submit)
+        #: the worker's Prometheus metrics and readiness (None: not counted, e.g. unit tests)
+        self.reports = WorkerReports(metrics, readiness)
+        #: the batch being built and its commit protocol (over the store's pending writes)
         self.batch = CommitBatch(
-            self.store.writes, Delivery(metrics=self.metrics), deferred=Deferred(after_s=defer_state_s)
+            store.writes, Delivery(metrics=metrics), deferred=Deferred(after_s=defer_state_s)
         )
         batch = self.batch
-        self.positions = Positions(self.names, metrics=self.metrics, generation=lambda: batch.generation)
-        self.inbox = Inbox(self.metrics)
-        self.held = HeldRecords(self.processor, self.names, self.batch, claims)
-        self.quiet = PendingConfirmations(self.store, self.held.merger, self.positions)
-        self.sweeper = DedupSweep(self.processor, self.tables, self.store, sweep_every_s)
+        #: where each input topic-partition stands, what faust handed over, what the merge holds, the
+        #: quiet devices and the partitions' clocks, the dedup sweeps under way
+        self.positions = Positions(names, metrics=metrics, generation=lambda: batch.generation)
+        self.inbox = Inbox(metrics)
+        self.held = HeldRecords(processor, names, self.batch, claims)
+        self.quiet = PendingConfirmations(store, self.held.merger, self.positions)
+        self.sweeper = DedupSweep(processor, tables, store, sweep_every_s)
+        #: when the pipeline last gave the event loop a turn (monotonic)
+        self.yielded_at = 0.0
+
+    @property
+    def tables(self) -> GuardianTables:
+        """The faust tables (the store's: the shell keeps no second reference)."""
+        return self.store.tables
 
     def emit(
         self, outs: list[Out], trigger_received_ms: int | None = None, cause: Cause | None = None
@@ -113,10 +117,10 @@ class PipelineShell:
                 v = enc.out.value
                 log.error("guardian: %s[%s]@%s: %s (sent as its dead letter)", v["source_topic"],
                           v["partition"], v["offset"], enc.refused)  # fmt: skip
-            send(self.out_topics[enc.out.kind], enc.key, enc.value)
+            send(self.outlets.topics[enc.out.kind], enc.key, enc.value)
             if waited_on(enc.out):
                 self.batch.waited_on()
-        if self.metrics is not None and outs:
+        if self.reports.metrics is not None and outs:
             self.batch.tally.outs([enc.out for enc in sent], trigger_received_ms)
 
     async def take_turns(self) -> None:
@@ -170,9 +174,10 @@ class PipelineShell:
         if device_id is None:
             return
         self.quiet.track(device_id, partition, done.next_due_ms)
-        if done.queued and self.submit is not None:
+        submit = self.outlets.submit
+        if done.queued and submit is not None:
             for trigger in done.queued:
-                self.submit(device_id, partition, trigger, done.etag)
+                submit(device_id, partition, trigger, done.etag)
 
     def handle(self, msg: Any) -> None:
         """One consumed message (the current event is already set by the caller)."""
@@ -198,10 +203,11 @@ class PipelineShell:
             received_at_ms=received_at_ms,
             admitted=self.held.admitted_plans.pop((partition, offset), None) if suffix == "plans" else None,
         )
-        if self.metrics is not None:
+        metrics = self.reports.metrics
+        if metrics is not None:
             self.batch.tally.inputs[suffix] += 1
-            if self.metrics.trace is not None:
-                self.batch.tally.trace(self.metrics.trace.handled(msg, done.outs))
+            if metrics.trace is not None:
+                self.batch.tally.trace(metrics.trace.handled(msg, done.outs))
         if done.outs:  # most records (state-only observations) have none: no cause to build
             cause = Cause(msg.topic, partition, offset, msg.value, received_at_ms)
             self.emit(done.outs, received_at_ms, cause)
@@ -251,8 +257,8 @@ class PipelineShell:
     def _bad_control(self, coords: Coords, why: str) -> None:
         """A control record Guardian cannot use (only Guardian writes them): skipped, with a log
         line and a count, never silently."""
-        if self.metrics is not None:
-            self.metrics.control_rejected.inc()
+        if self.reports.metrics is not None:
+            self.reports.metrics.irregular.control_rejected.inc()
         log.error("guardian: skipped control record %s: %s", coords, why)
 
     def sweep(self, partition: int, now_ms: int) -> int:
@@ -263,4 +269,4 @@ class PipelineShell:
     def send_control(self, partition: int, key: str, cmd: dict[str, Any]) -> None:
         if self.batch.closed:
             return  # stopping: the partition's next owner asks again
-        self.control_topic.send_soon(key=key.encode(), value=orjson.dumps(cmd), partition=partition)
+        self.outlets.control.send_soon(key=key.encode(), value=orjson.dumps(cmd), partition=partition)

@@ -37,6 +37,7 @@ from streams.admin import (
 from streams.agents import register_agents
 from streams.allocator import keep_large_blocks_mapped
 from streams.app import create_app
+from streams.claiming import RoundTrips
 from streams.claims import ClaimsReader
 from streams.metrics import GuardianMetrics
 from streams.seam import membership
@@ -100,10 +101,10 @@ def build_worker_app(
         bootstrap,
         names.claims,
         claims=ClaimLog(snapshot_every=settings.claims_snapshot_every),
-        on_round_trip=metrics.claim_duration.observe,
+        round_trips=RoundTrips(on_round_trip=metrics.claims.duration.observe),
     )
-    metrics.claims_held.set_function(lambda: len(claims.claims))
-    metrics.claims_bytes.set_function(claims.claims.memory_bytes)
+    metrics.claims.held.set_function(lambda: len(claims.claims))
+    metrics.claims.bytes.set_function(claims.claims.memory_bytes)
     changelog_batch = changelog_batches(app.conf.producer_max_batch_size)
     store = FaustStore(tables, PendingWrites(tables.batched(), tables.access, changelog_batch))
     store.claims = claims.claims
@@ -126,8 +127,8 @@ def build_worker_app(
 
         lanes = attach_lanes(app, shell, settings)
         if isinstance(lanes.backend, GeminiBackend):
-            lanes.backend.on_call = metrics.model_call
-            lanes.backend.on_fallback = metrics.model_fallback
+            lanes.backend.on_call = metrics.model.call
+            lanes.backend.on_fallback = metrics.model.fallback
     recovery = RecoveryWatch.attach(app)
     register_agents(app, shell, recovery)
     readiness = health.Readiness(
@@ -147,7 +148,7 @@ def build_worker_app(
         idle=lambda: shell.inbox.waiting_since is not None,
         after_s=settings.stall_after_s,
     )
-    shell.readiness = readiness
+    shell.reports.readiness = readiness
     return app, shell
 
 
@@ -271,9 +272,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         flush=True,
     )
     worker = new_worker(app, args.loglevel)
-    assert shell.readiness is not None and shell.metrics is not None
+    assert shell.reports.readiness is not None and shell.reports.metrics is not None
     watching = worker.loop.create_task(
-        health.watchdog(shell.readiness, shell.metrics, lambda step: health.heal(app, step))
+        health.watchdog(shell.reports.readiness, shell.reports.metrics, lambda step: health.heal(app, step))
     )
     try:
         worker.execute_from_commandline()

@@ -69,7 +69,7 @@ def test_a_long_event_loop_stall_is_sampled_and_named_by_what_the_loop_ran(tmp_p
     import asyncio
     import time
 
-    from streams.metrics import LatencyTrace
+    from streams.latency_trace import LatencyTrace
 
     def blocking_sweep() -> None:
         # a callback that keeps the event loop working for a long time

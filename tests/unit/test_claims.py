@@ -159,7 +159,7 @@ async def test_two_devices_claiming_at_once_get_one_owner_and_the_owner_never_cl
     assert await reader.settle(log, "exp-1", "dev-a") == "dev-a"
     assert await reader.settle(log, "exp-1", "dev-b") == "dev-a"
     assert len(log.records) == 2
-    assert reader.claimed == 2
+    assert reader.round_trips.claimed == 2
 
 
 async def test_a_claim_not_read_back_in_time_is_a_named_timeout() -> None:
@@ -191,12 +191,12 @@ async def test_a_requested_claim_settles_once_read_back_and_is_asked_only_once()
     reader.request(lambda: log, "exp-1", "dev-a")
     reader.request(lambda: log, "exp-1", "dev-a")  # the same plan again (a re-read): no second claim
     assert not reader.settled("exp-1")
-    await asyncio.wait_for(asyncio.gather(*reader.tasks), 1)
+    await asyncio.wait_for(asyncio.gather(*reader.under_way.tasks), 1)
     assert reader.settled("exp-1") and reader.claims.owner("exp-1") == "dev-a"
     assert log.records == [(b"exp-1", b"dev-a")]
-    assert reader.pending == {}
+    assert reader.under_way.pending == {}
     reader.request(lambda: log, "exp-1", "dev-b")  # settled: another device's plan claims nothing
-    assert log.records == [(b"exp-1", b"dev-a")] and not reader.tasks
+    assert log.records == [(b"exp-1", b"dev-a")] and not reader.under_way.tasks
 
 
 async def test_a_claim_the_topic_does_not_answer_is_said_once_and_named_by_readiness(
@@ -213,7 +213,7 @@ async def test_a_claim_the_topic_does_not_answer_is_said_once_and_named_by_readi
     (why,) = reader.missing()
     assert "exp-9" in why and "dev-a" in why and "p.claims" in why and "does not answer" in why
     log.deliver = True  # the topic answers again
-    await asyncio.wait_for(asyncio.gather(*reader.tasks), 2)
+    await asyncio.wait_for(asyncio.gather(*reader.under_way.tasks), 2)
     assert reader.claims.owner("exp-9") == "dev-a" and reader.missing() == []
 
 

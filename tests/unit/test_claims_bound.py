@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline.runner import MemoryStore
 from streams.claims import ClaimsReader
+from streams.claims_snapshot import SnapshotWriting
 from tables import claim_snapshot
 from tables.claim_table import ClaimTable, fingerprint
 from tables.claims import CLAIM_BURST, CLAIM_INTERVAL_MS, ClaimLog
@@ -152,22 +153,22 @@ def test_an_incomplete_snapshot_is_ignored_and_a_snapshot_is_due_at_one_claim() 
 
 
 async def test_a_flooding_device_writes_only_its_allowance_and_another_device_is_claimed_meanwhile() -> None:
-    reader = ClaimsReader("unused:9", "p.claims", snapshots=False)
+    reader = ClaimsReader("unused:9", "p.claims", snapshot=SnapshotWriting(enabled=False))
     reader.start_end = 0
     log = FakeLog(reader, delay_s=0.001)
     for i in range(200):
         reader.request(lambda: log, f"exp_flood_{i}", FLOODER, T0)
     reader.request(lambda: log, "exp_calm", OTHER, T0)
-    await asyncio.wait_for(asyncio.gather(*reader.tasks), 10)
+    await asyncio.wait_for(asyncio.gather(*reader.under_way.tasks), 10)
     written = [(k.decode(), v.decode()) for k, v in log.records]
     assert ("exp_calm", OTHER) in written
     assert len([1 for _, dev in written if dev == FLOODER]) == CLAIM_BURST
-    assert len(reader.claims) == CLAIM_BURST + 1 and reader.voided == 200 - CLAIM_BURST
+    assert len(reader.claims) == CLAIM_BURST + 1 and reader.voids.voided == 200 - CLAIM_BURST
     # every plan is settled: the void ones go on to be refused, and are forgotten as they go
     assert all(reader.settled(f"exp_flood_{i}", FLOODER) for i in range(200))
     assert not reader.holds(None, "exp_flood_199", FLOODER, T0)
-    assert ("exp_flood_199", FLOODER) not in reader.refused
-    assert reader.turns == {}
+    assert ("exp_flood_199", FLOODER) not in reader.voids.refused
+    assert reader.under_way.turns == {}
 
 
 def test_a_claim_costs_about_30_bytes_where_it_cost_177() -> None:

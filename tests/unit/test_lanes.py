@@ -20,6 +20,7 @@ from config.settings import Settings
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from streams.lanes import Lanes, LanesService, attach_lanes
+from streams.outlets import Outlets
 from supervisor.gemini import GeminiBackend, GeminiOptions
 from supervisor.verdict import Verdict
 from tables.state import ExperienceState, Trigger
@@ -43,7 +44,7 @@ def registry() -> Registry:
 
 @dataclass
 class FakeShell:
-    """What the lanes see of the faust shell: the store, ``send_control`` and ``submit``.
+    """What the lanes see of the faust shell: the store, ``send_control`` and ``outlets.submit``.
 
     A ``verdict`` control record is applied like the agent does (``Processor.apply``), after
     ``round_trip_s`` (the Kafka round trip)."""
@@ -51,7 +52,7 @@ class FakeShell:
     processor: Processor
     store: MemoryStore = field(default_factory=MemoryStore)
     round_trip_s: float = 0.0
-    submit: Callable[[str, int, Trigger, int], None] | None = None
+    outlets: Outlets = field(default_factory=Outlets)
     sent: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
     outs: list[Any] = field(default_factory=list)
 
@@ -74,9 +75,10 @@ class FakeShell:
         if device_id is None or not queued:
             return
         exp = self.store.get_experience(device_id)
-        assert self.submit is not None and exp is not None
+        submit = self.outlets.submit
+        assert submit is not None and exp is not None
         for trigger in queued:
-            self.submit(device_id, partition, trigger, exp.etag)
+            submit(device_id, partition, trigger, exp.etag)
 
     def send_control(self, partition: int, key: str, cmd: dict[str, Any]) -> None:
         cmd = orjson.loads(orjson.dumps(cmd))  # exactly what goes over the wire
@@ -113,7 +115,7 @@ async def lanes_for(gemini_stub: GeminiStub, registry: Registry) -> AsyncIterato
             SETTINGS, options=options, registry=registry, api_key="test", base_url=gemini_stub.base_url
         )
         lanes = Lanes(shell, backend, options)
-        shell.submit = lanes.submit
+        shell.outlets.submit = lanes.submit
         made.append(lanes)
         return lanes
 
@@ -240,7 +242,7 @@ async def test_pending_triggers_are_resubmitted_once_after_a_restart(
 ) -> None:
     # a worker queued three triggers, then died before any verdict: they are durable in the state
     crashed = shell_of(registry)
-    crashed.submit = lambda *_: None
+    crashed.outlets.submit = lambda *_: None
     crashed.feed(device_script("airbot-0001", 3))
     exp = crashed.store.get_experience("airbot-0001")
     assert exp is not None and len(exp.pending) == 3
@@ -308,7 +310,7 @@ async def test_attach_lanes_wires_the_shell_and_the_app(gemini_stub: GeminiStub,
     backend = GeminiBackend(SETTINGS, registry=registry, api_key="test", base_url=gemini_stub.base_url)
     lanes = attach_lanes(app, shell, SETTINGS, backend=backend, options=OPTIONS)
     try:
-        assert shell.submit == lanes.submit
+        assert shell.outlets.submit == lanes.submit
         [service] = services
         assert isinstance(service, LanesService) and service.lanes is lanes
         assert recover == [lanes.resubmit_recovered]
@@ -347,7 +349,7 @@ async def test_a_crashed_lane_restarts_for_the_queued_triggers(
     shell = shell_of(registry)
     backend = _FlakyBackend()
     lanes = Lanes(shell, backend, OPTIONS)
-    shell.submit = lanes.submit
+    shell.outlets.submit = lanes.submit
     shell.feed(device_script("airbot-0001", 3))
     assert await lanes.drain(3.0)
     assert lanes.stats.lane_crashes == 1

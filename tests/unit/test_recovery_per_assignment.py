@@ -63,9 +63,9 @@ class Worker:
 
         settings = Settings.from_env({"GUARDIAN_DATA_DIR": str(tmp_path), "GUARDIAN_TOPIC_PREFIX": "r."})
         self.app, shell = build_worker_app(settings, bootstrap="127.0.0.1:9", worker_id="w0")
-        assert shell.readiness is not None and shell.metrics is not None
-        self.readiness: Readiness = shell.readiness
-        self.metrics: GuardianMetrics = shell.metrics
+        assert shell.reports.readiness is not None and shell.reports.metrics is not None
+        self.readiness: Readiness = shell.reports.readiness
+        self.metrics: GuardianMetrics = shell.reports.metrics
         self.recovery = self.readiness.recovery
         self.faust = self.app.tables.recovery
         self.changelog = TP("r.worker-devices-changelog", 0)
@@ -221,7 +221,7 @@ def test_the_recovery_progress_keeps_a_later_assignment_waiting(worker: Worker) 
     worker.recovered(1)
     worker.rebalance(2, left=50)
     start = 1_000.0
-    worker.readiness.waiting_since = worker.readiness.last_progress = start
+    worker.readiness.wait.waiting_since = worker.readiness.wait.last_progress = start
     for step in range(1, 6):  # progress every 40 s: still waiting after 200 s
         worker.faust.active_offsets[worker.changelog] += 5
         worker.readiness.check(start + 40 * step)

@@ -655,7 +655,7 @@ def test_behind_the_broker_a_devices_entry_is_written_once_for_several_batches(t
             await shell.flush(keep_state=True)
             await asyncio.gather(*shell.batch.acking)
         sent = [topic for topic, _, _ in producer.batches]
-        assert sent.count(shell.out_topics["decisions"]) == 3  # every decision went out at once
+        assert sent.count(shell.outlets.topics["decisions"]) == 3  # every decision went out at once
         assert "app-devices-changelog" not in sent and released.acked == []
         device = shell.store.at(0).get_device("dev-1")
         assert device is not None and device.timeline_seq == 2

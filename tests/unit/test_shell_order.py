@@ -263,7 +263,7 @@ def test_a_plan_waits_in_the_merge_for_its_claim_and_nothing_after_it_passes_it(
         await asyncio.sleep(0.01)
         assert claims_log.records == [(b"exp-1", b"dev-1")]  # written, not read back yet
         assert shell.held.merger.pop_ready(caught_up, 3600.0, blocked=shell.held.unsettled) == []
-        await asyncio.wait_for(asyncio.gather(*reader.tasks), 1)
+        await asyncio.wait_for(asyncio.gather(*reader.under_way.tasks), 1)
         assert shell.held.merger.pop_ready(caught_up, 3600.0, blocked=shell.held.unsettled) == [msg, later]
         assert shell.held.claimed == {}
 

@@ -102,7 +102,7 @@ def test_a_worker_never_assigned_says_so_once_per_wait_and_keeps_trying() -> Non
     assert reasons == []
     readiness.check(6.0)
     readiness.check(7.0)  # said once
-    assert len(reasons) == 1 and readiness.timeouts == 1
+    assert len(reasons) == 1 and readiness.wait.timeouts == 1
     assert "not ready after 6 s" in reasons[0] and "GUARDIAN_READY_TIMEOUT_S=5), still trying" in reasons[0]
     assert "no partition assignment" in reasons[0]
     assert readiness.missing() == ["no partition assignment from the consumer group yet"]
@@ -113,7 +113,7 @@ def test_a_worker_never_assigned_says_so_once_per_wait_and_keeps_trying() -> Non
     readiness.check(101.0)
     assert len(reasons) == 1
     readiness.check(105.5)
-    assert len(reasons) == 2 and readiness.timeouts == 2
+    assert len(reasons) == 2 and readiness.wait.timeouts == 2
 
 
 def test_a_recovery_that_moves_is_waited_for_and_one_that_stalls_is_not() -> None:
@@ -274,10 +274,10 @@ def test_a_bad_control_record_is_logged_and_counted(
     from topics.envelope import Coords
 
     shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
-    shell.metrics = GuardianMetrics()
+    shell.reports.metrics = GuardianMetrics()
     shell.control(raw, Coords("control", 2, 17), 1_000)
     assert said in caplog.text and "control:2:17" in caplog.text.replace(" ", "")
-    assert shell.metrics.control_rejected._value.get() == 1
+    assert shell.reports.metrics.irregular.control_rejected._value.get() == 1
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -297,7 +297,7 @@ def test_a_batch_is_counted_once_delivered_and_never_when_dropped(tmp_path: Path
     async def main() -> GuardianMetrics:
         producer = MemoryProducer(hold=True)
         shell, _ = shell_over(tmp_path, producer, Acked())
-        shell.metrics = shell.batch.delivery.metrics = metrics = GuardianMetrics()
+        shell.reports.metrics = shell.batch.delivery.metrics = metrics = GuardianMetrics()
         # a batch dropped by a rebalance is read again: not counted
         shell.batch.tally.inputs["observations"] += 1
         shell.emit([Out("deadletter", "d", {"reason_code": "not_json"})])
