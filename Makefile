@@ -17,14 +17,15 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## make test: the whole suite (unit tier without a broker, integration tier on a real Kafka broker).
+## make test: the whole suite (unit tier without a broker, in two processes; integration tier on a real Kafka broker).
 test: $(STAMP)
 	scripts/ensure-debian-tools chromium:chromium kcat:kcat npm:npm fonts-noto-cjk
 	$(BIN)/guardian kafka fetch
-	$(BIN)/python -m pytest -m "not reliability and not docker" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not reliability and not docker" tests/integration $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 tests/unit $(PYTEST_ARGS)
 
 ## make check: lint and strict types.
 check: $(STAMP)
