@@ -38,6 +38,7 @@ COPY simulator /src/simulator
 COPY report /src/report
 COPY bench /src/bench
 COPY chaos /src/chaos
+COPY console /src/console
 RUN --mount=type=secret,id=pip_ca --mount=type=cache,target=/root/.cache/pip \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
     && /opt/guardian/bin/pip install --no-deps /src

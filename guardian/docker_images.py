@@ -65,6 +65,7 @@ GUARDIAN_INPUTS = (
     "report",
     "bench",
     "chaos",
+    "console",
 )
 PULL_TIMEOUT_S = 300.0
 BUILD_TIMEOUT_S = 1800.0

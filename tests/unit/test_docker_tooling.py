@@ -6,12 +6,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from guardian.docker_engine import DockerError, apt_install, docker_cli
-from guardian.docker_images import OVERRIDE, Images, inputs_hash, parse_pip_cert, tree_inputs, write_override
+from guardian.docker_images import (
+    GUARDIAN_INPUTS,
+    OVERRIDE,
+    Images,
+    inputs_hash,
+    parse_pip_cert,
+    tree_inputs,
+    write_override,
+)
 from guardian.worker_slot import NoFreeSlot, claim_slot
 from tests.brokers import LOCAL, TESTCONTAINERS, BrokerChoiceError, broker_choice
 
@@ -162,3 +171,21 @@ def test_guardian_worker_holds_its_id_for_the_life_of_the_worker(tmp_path: Path)
         first.communicate(input="\n", timeout=60)
     third = subprocess.run(cmd, env=env, input="\n", capture_output=True, text=True, timeout=60, check=False)
     assert third.stdout.strip() == "w0 worker --loglevel warn"
+
+
+def test_the_image_copies_every_package_the_project_installs() -> None:
+    """A package missing from the Dockerfile is missing from the image (``guardian console`` failed
+    with ModuleNotFoundError in compose once): every package of pyproject's list is copied by the
+    Dockerfile and is an input of the image's cache key."""
+    root = Path(__file__).resolve().parents[2]
+    include = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"][
+        "include"
+    ]
+    packages = {name.rstrip("*") for name in include}
+    copied = {
+        line.split()[1] for line in (root / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")
+    }
+    assert packages <= copied, sorted(packages - copied)
+    assert packages <= set(GUARDIAN_INPUTS), sorted(packages - set(GUARDIAN_INPUTS))
+    on_disk = {p.parent.name for p in root.glob("*/__init__.py")} - {"tests"}
+    assert on_disk <= packages, sorted(on_disk - packages)  # a new package is installed at all
