@@ -70,7 +70,7 @@ test-docker: $(STAMP)
 docker-tier: $(STAMP)
 	$(BIN)/python -m guardian.docker_images
 	GUARDIAN_TEST_BROKER=testcontainers $(BIN)/python -m pytest tests/integration tests/docker \
-		-m "not reliability" $(PYTEST_ARGS)
+		-m "not reliability and not own_broker" $(PYTEST_ARGS)
 
 kafka-up: $(STAMP)
 	$(BIN)/guardian kafka up

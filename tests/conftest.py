@@ -47,6 +47,26 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, _interrupt)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """An integration test either uses the tier's broker (``kafka_bootstrap``) or is marked
+    ``own_broker`` (it starts its own or needs none), never both and never neither: the
+    testcontainers tier leaves out ``own_broker`` tests (they would only run again as they did in
+    ``make test``), so a test that used the tier's broker unmarked could not be left out by mistake,
+    and one marked that uses it would be left out of the testcontainers tier."""
+    wrong = [
+        item.nodeid
+        for item in items
+        if "integration" in item.path.parts
+        and ("kafka_bootstrap" in getattr(item, "fixturenames", ()))
+        == (item.get_closest_marker("own_broker") is not None)
+    ]
+    if wrong:
+        raise pytest.UsageError(
+            "an integration test must use kafka_bootstrap or be marked own_broker (one of the two): "
+            + ", ".join(wrong)
+        )
+
+
 BROKER_START_TIMEOUT_S = 120.0
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from chaos.run import ChaosConfig, ChaosRun
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.own_broker]
 
 SEED = 1
 DURATION_S = 45.0

@@ -40,7 +40,7 @@ from tests.live import WorkerProcess
 from tests.scenario_scripts import build
 from topics.names import TopicNames
 
-pytestmark = [pytest.mark.kafka, pytest.mark.browser]
+pytestmark = [pytest.mark.kafka, pytest.mark.browser, pytest.mark.own_broker]
 
 WAIT_S = 120.0
 PARTITIONS = 4

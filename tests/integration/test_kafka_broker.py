@@ -96,6 +96,7 @@ def cli_env(tmp_path: Path) -> Iterator[dict[str, str]]:
         _guardian(env, "kafka", "down")
 
 
+@pytest.mark.own_broker  # `guardian kafka up` itself: a broker of its own
 def test_cli_up_status_topics_down(cli_env: dict[str, str], tmp_path: Path) -> None:
     kafka_dir = tmp_path / "data" / "kafka"
 
@@ -181,6 +182,7 @@ def test_guardian_env(guardian_env: dict[str, str], kafka_bootstrap: str, topic_
     assert settings.resolve_bootstrap() == kafka_bootstrap
 
 
+@pytest.mark.own_broker
 def test_restart_keeps_ports_and_data(tmp_path: Path) -> None:
     """The API a broker-restart reliability test uses: same address after restart, records kept."""
     _needs_java()

@@ -34,7 +34,7 @@ from tests.scenario_scripts import CANARY, build, hg12
 from tests.streams import T0
 from tests.unit.test_report import DEV_B, EXP_ABORT, EXP_DONE, EXP_RET, SCRIPT, Node, parse, sample_records
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.own_broker]
 
 TIMEOUT_S = 120
 FLAGS = (
