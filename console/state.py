@@ -185,11 +185,14 @@ class ConsoleState:
         lane.records.append(held)
         if kind == "timeline":
             at = record.get("at_ms")
+            span = (lane.first_at, lane.end_at)
             if isinstance(at, int):
                 lane.first_at = at if lane.first_at is None else min(lane.first_at, at)
             if record.get("stage") == "end" and isinstance(record.get("status"), str):
                 lane.status = record["status"]
                 lane.end_at = at if isinstance(at, int) else lane.end_at
+            if (lane.first_at, lane.end_at) != span and device in self.dead_by_device:
+                self._place_dead_again(device)
             if record.get("stage") == "drop" and isinstance(record.get("drop_reason"), str):
                 lane.drops.add(record["drop_reason"])
                 self._window(self.drops_by_minute, minute)[record["drop_reason"]] += 1
@@ -258,6 +261,47 @@ class ConsoleState:
             if lane.partition < 0:
                 lane.partition = held.partition
             self.dirty.add(key)
+
+    def _place_dead_again(self, device: str) -> None:
+        """An experience's span changed: the device's held dead letters are placed again, so that
+        where one stands does not depend on which topic the console read first (a dead letter read
+        before its experience's timeline, or before its end, lands where the report places it)."""
+        letters = [(h, h.record) for h in self.dead_by_device.get(device, ())]
+        times = [(h, r.get("received_at_ms"), str(r.get("reason_code"))) for h, r in letters]
+        experiences = [
+            self.lanes[k] for k in self.device_lanes.get(device, set()) if self.lanes[k].experience_id
+        ]
+        outside: set[str] = set()
+        for _, at, reason in times:
+            if not any(isinstance(at, int) and lane.holds(at) for lane in experiences):
+                outside.add(reason)
+        for lane in experiences:
+            dead = {reason for _, at, reason in times if isinstance(at, int) and lane.holds(at)}
+            if dead != lane.dead:
+                lane.dead = dead
+                self.dirty.add(lane.key)
+        own = self.lanes.get(f"d:{device}")
+        if outside and own is None:
+            own = self._lane(f"d:{device}", "", device)
+            own.partition = times[-1][0].partition
+            own.last_ms = max(h.ts for h, _, _ in times)
+        if own is None:
+            return
+        if not outside and not own.records:  # every one is in an experience: no lane of its own
+            self._remove(own.key)
+        elif own.dead != outside:
+            own.dead = outside
+            self.dirty.add(own.key)
+
+    def _remove(self, key: str) -> None:
+        """Take a lane away (not an eviction: nothing of it is lost); a resuming page is told."""
+        lane = self.lanes.pop(key)
+        self.dirty.discard(key)
+        self.seq += 1
+        self.removed.append((self.seq, key))
+        keys = self.device_lanes.get(lane.device_id)
+        if keys is not None:
+            keys.discard(key)
 
     # ------------------------------------------------------------------ view out
 

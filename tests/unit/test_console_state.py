@@ -202,3 +202,33 @@ def test_a_dead_letter_goes_where_the_report_places_it() -> None:
     assert "privacy_violation" in rows[f"e:{EXP_ABORT}"]["dead"]
     assert "too_large" in rows[f"d:{DEV_B}"]["dead"]
     assert "too_large" not in rows[f"e:{EXP_ABORT}"]["dead"]
+
+
+def test_where_a_dead_letter_stands_does_not_depend_on_which_topic_was_read_first() -> None:
+    """The console reads its topics side by side: a dead letter read before its experience's
+    timeline lands in the experience once the span is known, and its device keeps no lane of its
+    own (a restarted console once showed a device lane that the first run had not)."""
+    recs = sample_records()
+    timeline_first = fed()
+    dead_first = ConsoleState()
+    offset = 0
+    for rec in recs["dead_letters"]:
+        offset += 1
+        assert dead_first.add("deadletter", 3, offset, rec["received_at_ms"], None, orjson.dumps(rec))
+    before = dead_first.flush()
+    assert {row["key"] for row in dead_first.since(0)[0]} == {f"d:{DEV_B}"}
+    for kind, name in (("timeline", "timeline"), ("decisions", "decisions"), ("dispatch", "dispatches")):
+        for rec in recs[name]:
+            offset += 1
+            key = str(rec["device_id"]).encode()
+            assert dead_first.add(kind, 1, offset, 1785400000000 + offset, key, orjson.dumps(rec))
+
+    def rows(state: ConsoleState) -> dict[str, tuple[str, list[str]]]:
+        state.flush()
+        return {row["key"]: (row["status"], row["dead"]) for row in state.since(0)[0]}
+
+    assert rows(dead_first) == rows(timeline_first)
+    assert "privacy_violation" in rows(dead_first)[f"e:{EXP_ABORT}"][1]
+    # the device lane went, and a page that showed it is told so
+    assert f"d:{DEV_B}" not in rows(dead_first)
+    assert f"d:{DEV_B}" in dead_first.since(before)[1]
