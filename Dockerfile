@@ -17,11 +17,11 @@ RUN if ! command -v python3 >/dev/null; then \
 
 # ---- build: the project and its dependencies into a virtualenv, copied alone into the image
 FROM python AS build
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=120
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=120 PIP_CACHE_DIR=/var/cache/pip
 RUN python3 -m venv /opt/guardian
 # the dependencies first: this layer is rebuilt only when pyproject.toml changes
 COPY pyproject.toml /src/
-RUN --mount=type=secret,id=pip_ca --mount=type=cache,target=/root/.cache/pip \
+RUN --mount=type=secret,id=pip_ca --mount=type=cache,target=/var/cache/pip \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
     && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/src/pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /src/requirements.txt \
@@ -39,7 +39,7 @@ COPY report /src/report
 COPY bench /src/bench
 COPY chaos /src/chaos
 COPY console /src/console
-RUN --mount=type=secret,id=pip_ca --mount=type=cache,target=/root/.cache/pip \
+RUN --mount=type=secret,id=pip_ca --mount=type=cache,target=/var/cache/pip \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
     && /opt/guardian/bin/pip install --no-deps /src
 
