@@ -12,6 +12,7 @@ import pytest
 
 from config.settings import Settings
 from guardian import replay as replay_mod
+from guardian import replay_spool
 from guardian.replay import InputRecord, replay_files, replay_records
 from tests.streams import T0, Script
 from tests.unit.test_replay_scale import write
@@ -64,7 +65,7 @@ def test_the_streamed_replay_keeps_that_order_over_runs_and_jobs(
     shuffled = list(records)
     random.Random(3).shuffle(shuffled)
     source = write(tmp_path / "in.jsonl", shuffled)
-    monkeypatch.setattr(replay_mod, "MAX_FAN_IN", 3)
+    monkeypatch.setattr(replay_spool, "MAX_FAN_IN", 3)
     for jobs in (1, 2):
         out = tmp_path / f"out-{jobs}"
         replay_files([str(source)], out, settings=SETTINGS, chunk_bytes=3000, jobs=jobs, report=False)

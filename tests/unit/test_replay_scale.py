@@ -13,7 +13,7 @@ import pytest
 
 from config.settings import Settings
 from guardian import replay as replay_mod
-from guardian import runs
+from guardian import replay_spool, runs
 from guardian.replay import (
     OUTPUT_FILES,
     InputRecord,
@@ -198,7 +198,7 @@ def test_streamed_replay_over_unsorted_runs_equals_the_in_memory_replay(
     shuffled = list(records)
     random.Random(7).shuffle(shuffled)  # no order at all: every chunk is a run of its own
     source = write(tmp_path / "in.jsonl", shuffled)
-    monkeypatch.setattr(replay_mod, "MAX_FAN_IN", 3)  # and runs merged in more than one pass
+    monkeypatch.setattr(replay_spool, "MAX_FAN_IN", 3)  # and runs merged in more than one pass
     done = replay_files([str(source)], tmp_path / "out", settings=SETTINGS, chunk_bytes=4000, report=False)
     out = tmp_path / "out"
     for kind in ("decisions", "dispatch", "timeline", "deadletter"):
