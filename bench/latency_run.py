@@ -27,7 +27,7 @@ from topics.names import TopicNames
 
 
 class Fleet(Protocol):
-    """What the load needs of a benchmark run (``bench.cli.Run``)."""
+    """What the load needs of a benchmark run (``bench.run.Run``)."""
 
     bootstrap: str
     names: TopicNames

@@ -45,7 +45,7 @@ from topics.names import TopicNames
 
 
 class Run(Protocol):
-    """What this part needs of the bench's run (``bench.cli.Run``)."""
+    """What this part needs of the bench's run (``bench.run.Run``)."""
 
     bootstrap: str
     settings: Settings

@@ -39,17 +39,11 @@ def add_console_options(p: argparse.ArgumentParser) -> None:
         help="a worker's web address (e.g. http://127.0.0.1:6066), for its /ready and /metrics; "
         "repeatable; default: GUARDIAN_CONSOLE_WORKERS (comma-separated)",
     )
-    p.add_argument(
-        "--max-experiences",
-        type=_int_in(10, 1_000_000),
-        metavar="N",
-        help="lanes held (least recently updated evicted first); default: "
-        "GUARDIAN_CONSOLE_MAX_EXPERIENCES, else 1000",
-    )
-    p.add_argument(
-        "--records-per-experience",
-        type=_int_in(10, 100_000),
-        metavar="M",
-        help="records held per lane (the last ones); default: "
-        "GUARDIAN_CONSOLE_RECORDS_PER_EXPERIENCE, else 300",
-    )
+    for flag, metavar, high, what, default in (
+        ("--max-experiences", "N", 1_000_000, "lanes held (least recently updated evicted first)", 1000),
+        ("--records-per-experience", "M", 100_000, "records held per lane (the last ones)", 300),
+    ):
+        setting = "GUARDIAN_CONSOLE_" + flag.removeprefix("--").replace("-", "_").upper()
+        p.add_argument(
+            flag, type=_int_in(10, high), metavar=metavar, help=f"{what}; default: {setting}, else {default}"
+        )
