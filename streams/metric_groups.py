@@ -18,6 +18,11 @@ BATCH_BUCKETS = (1, 10, 50, 100, 250, 500, 1000, 2000, 5000, 10000)
 MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 
 
+def _histogram(r: CollectorRegistry, name: str, documentation: str, buckets: tuple[float, ...]) -> Histogram:
+    """A histogram of ``buckets`` on the registry ``r``."""
+    return Histogram(name, documentation, buckets=buckets, registry=r)
+
+
 class RecordCounts:
     """The records of delivered batches: inputs and outputs per topic, dead letters, timeline drops
     and decisions per reason (added from a batch's tally once Kafka has acknowledged all of it)."""
@@ -112,11 +117,11 @@ class ModelCalls:
             ["reason"],
             registry=r,
         )
-        self.latency = Histogram(
+        self.latency = _histogram(
+            r,
             "guardian_model_call_duration_seconds",
             "Duration of one HTTP call to the model backend.",
-            buckets=MODEL_BUCKETS,
-            registry=r,
+            MODEL_BUCKETS,
         )
 
     def call(self, outcome: str, seconds: float, attempt: int) -> None:
@@ -135,23 +140,23 @@ class BatchTimings:
     acknowledged."""
 
     def __init__(self, r: CollectorRegistry) -> None:
-        self.trigger_to_dispatch = Histogram(
+        self.trigger_to_dispatch = _histogram(
+            r,
             "guardian_trigger_to_dispatch_seconds",
             "From a trigger's receive time (its Kafka timestamp) to its dispatch acknowledged by Kafka.",
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
         )
-        self.batch_records = Histogram(
+        self.batch_records = _histogram(
+            r,
             "guardian_batch_records",
             "Records per flushed batch.",
-            buckets=BATCH_BUCKETS,
-            registry=r,
+            BATCH_BUCKETS,
         )
-        self.flush_duration = Histogram(
+        self.flush_duration = _histogram(
+            r,
             "guardian_flush_duration_seconds",
             "From a batch's flush to Kafka acknowledging all of it (tables, changelogs, outputs).",
-            buckets=FLUSH_BUCKETS,
-            registry=r,
+            FLUSH_BUCKETS,
         )
 
     def observe(self, tally: BatchTally, records: int, flush_s: float, now_s: float) -> None:
@@ -167,11 +172,11 @@ class ClaimMetrics:
     the memory they take."""
 
     def __init__(self, r: CollectorRegistry) -> None:
-        self.duration = Histogram(
+        self.duration = _histogram(
+            r,
             "guardian_experience_claim_duration_seconds",
             "A new experience's claim: written to the claims topic and read back, before its plan.",
-            buckets=FLUSH_BUCKETS,
-            registry=r,
+            FLUSH_BUCKETS,
         )
         self.held = Gauge(
             "guardian_experience_claims",

@@ -12,6 +12,12 @@ from streams.seam.parts import missing_part, part_of
 from streams.seam.table_writes import RocksStores
 
 
+def _parts_of(obj: Any, names: tuple[str, ...], where: str) -> None:
+    """:func:`part_of` for each of ``names`` in turn: the first missing one raises."""
+    for name in names:
+        part_of(obj, name, where)
+
+
 def check(app: Any, tables: list[Any]) -> None:
     """Verify, before the worker starts, every private attribute this module relies on.
 
@@ -40,34 +46,32 @@ def check(app: Any, tables: list[Any]) -> None:
         if not hasattr(cls, name):
             raise missing_part(f"{getattr(cls, '__qualname__', getattr(cls, '__name__', cls))}.{name}")
     consumer = app.consumer
-    for name in (
-        "_committed_offset",
-        "_read_offset",
-        "flow_active",
-        "_stopped",
-        "_crashed",
-        "_acked",
-        "_acked_index",
-        "_n_acked",
-        "_waiting_for_ack",
-    ):
-        part_of(consumer, name, "faust.transport.consumer.Consumer")
-    for name in ("_tp_to_callback", "_tp_to_callback_lock"):
-        part_of(app.topics, name, "faust.transport.conductor.Conductor")
+    _parts_of(
+        consumer,
+        (
+            "_committed_offset",
+            "_read_offset",
+            "flow_active",
+            "_stopped",
+            "_crashed",
+            "_acked",
+            "_acked_index",
+            "_n_acked",
+            "_waiting_for_ack",
+        ),
+        "faust.transport.consumer.Consumer",
+    )
+    _parts_of(app.topics, ("_tp_to_callback", "_tp_to_callback_lock"), "faust.transport.conductor.Conductor")
     if not isinstance(consumer, faust_consumer.Consumer):
         raise missing_part("faust.transport.consumer.Consumer as the App's consumer")
     part_of(app.producer, "_producer", "faust.transport.drivers.aiokafka.Producer")
     rec = app.tables.recovery
-    for name in (
-        "completed",
-        "active_highwaters",
-        "active_offsets",
-        "_generation_id",
-        "signal_recovery_start",
-    ):
-        part_of(rec, name, "faust.tables.recovery.Recovery")
-    for name in ("consumer_generation_id", "on_rebalance_complete"):
-        part_of(app, name, "faust.App")
+    _parts_of(
+        rec,
+        ("completed", "active_highwaters", "active_offsets", "_generation_id", "signal_recovery_start"),
+        "faust.tables.recovery.Recovery",
+    )
+    _parts_of(app, ("consumer_generation_id", "on_rebalance_complete"), "faust.App")
     if not isinstance(rec, FaustRecovery):
         raise missing_part("faust.tables.recovery.Recovery as the table manager's recovery")
     stores = RocksStores()

@@ -12,6 +12,10 @@ record being processed.
 The app is passed in (``define_tables(app)``): this package never imports ``streams``. So is the
 access to the stores' per-partition RocksDB databases (:class:`StoreAccess`, which
 ``streams.seam.table_writes.RocksStores`` implements: faust keeps them below its public surface).
+
+This module owns the store over the tables (:class:`FaustStore`, :class:`PartitionStore`); the tables
+and their RocksDB options are declared in ``tables.store.guardian_tables``, a device's stored value
+and the table's keys are ``tables.store.device_entry`` (all re-exported here).
 """
 
 from __future__ import annotations
@@ -25,80 +29,55 @@ from typing import Any
 import orjson
 
 from tables.claims import ClaimLog
-from tables.state import DeviceState, ExperienceState, PlanParts, compact
-from tables.store.writes import Pending, PendingWrites, StoreAccess
+from tables.plan_parts import PlanParts, compact
+from tables.state import DeviceState, ExperienceState
+from tables.store.device_entry import (
+    PLAN_PREFIX,
+    DeviceEntry,
+    devices_changelog_rank,
+    is_entry_key,
+    plan_in,
+    plan_key,
+)
+from tables.store.guardian_tables import (
+    ROCKSDB_OPTIONS,
+    ROCKSDB_SHARED_BLOCK_CACHE,
+    ROCKSDB_SHARED_WRITE_BUFFERS,
+    TABLE_NAMES,
+    GuardianTables,
+    define_tables,
+)
+from tables.store.writes import Pending, PendingWrites
 from topics.envelope import Coords, Out
 
+__all__ = [
+    "CACHE_SIZE",
+    "OUTPUT_LOG",
+    "PLAN_PREFIX",
+    "ROCKSDB_OPTIONS",
+    "ROCKSDB_SHARED_BLOCK_CACHE",
+    "ROCKSDB_SHARED_WRITE_BUFFERS",
+    "SEP",
+    "TABLE_NAMES",
+    "DeviceEntry",
+    "FaustStore",
+    "GuardianTables",
+    "PartitionStore",
+    "define_tables",
+    "devices_changelog_rank",
+    "is_entry_key",
+    "plan_key",
+]
+
 SEP = "\x1f"
-#: prefix of the ``devices`` keys holding plans (device IDs never start with a control character)
-PLAN_PREFIX = b"\x1eplan\x1f"
 #: how many records with outputs a device's state remembers the outputs of (crash re-reads)
 OUTPUT_LOG = 8
 #: decoded states kept in memory (write-through; about 9 KB each, plans shared); cleared on
 #: every rebalance
 CACHE_SIZE = 16_384
-#: per partition database of every table
-ROCKSDB_OPTIONS = {
-    "write_buffer_size": 4 * 1024**2,
-    "max_write_buffer_number": 2,
-    # faust's own cache per database; a worker replaces it by ROCKSDB_SHARED_BLOCK_CACHE below
-    "block_cache_size": 4 * 1024**2,
-    # bits per key of the Bloom filters: most lookups are misses (a dedup key seen for the first
-    # time, an owner looked for in another partition's database), which a filter answers without
-    # reading a block; faust's default of 3 bits lets about a quarter of them read one
-    "bloom_filter_size": 10,
-}
-#: one block cache for every partition database of every table of a worker (instead of faust's
-#: one per database, ``block_cache_size`` above): a device's entry is read from RocksDB once and
-#: then served from the store's own cache, so cached blocks are rarely read twice
-ROCKSDB_SHARED_BLOCK_CACHE = 8 * 1024**2
-#: one memtable budget for all of them (``write_buffer_size`` x ``max_write_buffer_number`` above
-#: bounds one database only: 8 MB x 24 databases): past it, the database being written flushes
-#: its memtable to disk sooner. At 10,000 devices the memtables held about 35 MB (the dedup keys
-#: of a run are never flushed otherwise)
-ROCKSDB_SHARED_WRITE_BUFFERS = 16 * 1024**2
 
 
 log = logging.getLogger(__name__)
-
-#: the tables, by name (faust names their changelog topics ``<app id>-<name>-changelog``)
-TABLE_NAMES = ("devices", "seen", "owners")
-
-
-@dataclass
-class GuardianTables:
-    devices: Any
-    seen: Any
-    owners: Any
-    #: how the stores' partition databases are reached (``streams.seam.table_writes.RocksStores``)
-    access: StoreAccess
-
-    def all(self) -> list[Any]:
-        """Every table (all of them are written in batches)."""
-        return list(self.batched().values())
-
-    def batched(self) -> dict[str, Any]:
-        """The tables written in batches (``tables.store.writes``), by name: all of them."""
-        return {"devices": self.devices, "seen": self.seen, "owners": self.owners}
-
-
-def define_tables(app: Any, partitions: int, access: StoreAccess) -> GuardianTables:
-    """Declare the tables on ``app`` (raw bytes in and out: the states serialise themselves)."""
-    common: dict[str, Any] = {
-        "partitions": partitions,
-        "key_type": bytes,
-        "value_type": bytes,
-        # faust's RocksDB defaults (64 MiB memtables x3, a 2 GiB block cache) are per partition
-        # database: with three tables of eight partitions that is far past a worker's memory budget
-        "options": dict(ROCKSDB_OPTIONS),
-    }
-    devices, seen, owners = TABLE_NAMES
-    return GuardianTables(
-        devices=app.Table(devices, help="device + experience state, applied offsets, output log", **common),
-        seen=app.Table(seen, help="dedup memory: one key per seen event", **common),
-        owners=app.GlobalTable(owners, help="experience_id -> device_id", **common),
-        access=access,
-    )
 
 
 class _LRU:
@@ -120,84 +99,6 @@ class _LRU:
 
     def clear(self) -> None:
         self.data.clear()
-
-
-def plan_key(experience_id: str) -> bytes:
-    """The ``devices`` key of an experience's plan (written once, next to its device's entry)."""
-    return PLAN_PREFIX + experience_id.encode()
-
-
-def is_entry_key(key: bytes) -> bool:
-    """A device's entry (not a plan, not faust's own bookkeeping)."""
-    return not key.startswith(PLAN_PREFIX) and not key.startswith(b"__faust")
-
-
-def devices_changelog_rank(key: bytes, value: object) -> int:
-    """Where a write of the ``devices`` table goes in its changelog partition's records: a plan
-    first, then the device entries (which name their plan), then the plans deleted (no entry names
-    them any more). A worker killed while a flush's changelog records are on their way leaves a
-    prefix of them: with this order every entry in it finds its plan (a device whose earlier record
-    in the batch put its entry first once left an entry without its plan, and the worker recovering
-    the table could not read that device's state)."""
-    if not key.startswith(PLAN_PREFIX):
-        return 1
-    return 2 if value is None else 0
-
-
-@dataclass
-class DeviceEntry:
-    """One device's whole state: written as ONE table value, so it lands atomically.
-
-    The experience's plan (immutable, the largest part) is not in the value: it is written once
-    under :func:`plan_key` in the same partition and the same flush, and read back on load."""
-
-    device: DeviceState | None = None
-    experience: ExperienceState | None = None
-    #: "suffix:partition" -> the last offset applied to this state
-    applied: dict[str, int] = field(default_factory=dict)
-    #: outputs of the last records that had any and may still be read again (not committed yet):
-    #: (coords, JSON of [[kind, key, value], ...]) — kept encoded: small in memory, written as is
-    log: list[tuple[str, bytes]] = field(default_factory=list)
-    #: the experience whose plan is stored under its own key (None: not written yet)
-    plan_stored: str | None = None
-
-    def to_json(self) -> bytes:
-        exp = None
-        if self.experience is not None:
-            exp = self.experience.to_obj()
-            exp["plan"] = None
-        return orjson.dumps(
-            {
-                "d": self.device.to_obj() if self.device else None,
-                "e": exp,
-                "applied": self.applied,
-                "log": [[coords, orjson.Fragment(outs)] for coords, outs in self.log],
-            }
-        )
-
-    @classmethod
-    def from_json(cls, raw: bytes, plan_of: Callable[[str], bytes | None] | None = None) -> DeviceEntry:
-        """Decode a stored entry; ``plan_of`` reads a plan stored under its own key (without it,
-        an experience whose plan is stored apart is left out)."""
-        d = orjson.loads(raw)
-        e = d.get("e")
-        stored: str | None = None
-        if e and e.get("plan") is None:
-            stored = e["experience_id"]
-            raw_plan = plan_of(stored) if plan_of is not None else None
-            if raw_plan is None:
-                if plan_of is not None:
-                    raise KeyError(f"the plan of experience {stored} is missing from the devices table")
-                e = None
-            else:
-                e["plan"] = orjson.loads(raw_plan)
-        return cls(
-            device=DeviceState.from_obj(d["d"]) if d.get("d") else None,
-            experience=ExperienceState.from_obj(e) if e else None,
-            applied=dict(d.get("applied") or {}),
-            log=[(str(coords), compact(orjson.dumps(outs))) for coords, outs in d.get("log") or ()],
-            plan_stored=stored,
-        )
 
 
 @dataclass
@@ -335,7 +236,7 @@ class FaustStore:
             for key, raw in db.items():
                 if not is_entry_key(bytes(key)):
                     continue
-                exp = DeviceEntry.from_json(bytes(raw), _plan_in(db)).experience
+                exp = DeviceEntry.from_json(bytes(raw), plan_in(db)).experience
                 if exp is not None and exp.pending:
                     yield int(partition), exp
 
@@ -477,11 +378,3 @@ class PartitionStore:
         # the plan reaches the core only once its claim is read back or known void (the shell):
         # with a claims log, a free experience here means its claim was void (§2 rule 12)
         return self.store.claims is None
-
-
-def _plan_in(db: Any) -> Callable[[str], bytes | None]:
-    def plan_of(experience_id: str) -> bytes | None:
-        raw = db.get(plan_key(experience_id))
-        return None if raw is None else bytes(raw)
-
-    return plan_of
