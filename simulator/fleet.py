@@ -5,7 +5,8 @@ and the pipeline's outputs come back through :meth:`Fleet.handle_output` (the Ka
 :mod:`simulator.kafka`, or a loopback in tests). It routes dispatches to their device's inbox,
 collects decisions, dispatches, timeline entries and dead letters per experience, ends when every
 experience has its ``end`` entry (or at the timeout) and checks each against its scenario's
-expected outcome.
+expected outcome. What it runs (:class:`FleetConfig`), whom it tracks (:class:`Member`) and what
+it reports (:class:`FleetReport`, :func:`format_table`) live in sibling modules, re-exported here.
 """
 
 from __future__ import annotations
@@ -14,22 +15,26 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import orjson
 
 from simulator.clock import SimClock
 from simulator.device import Device, Timing
+from simulator.fleet_config import FleetConfig as FleetConfig
+from simulator.fleet_member import Member as Member
+from simulator.fleet_member import experience_ids as experience_ids
+from simulator.fleet_report import FleetReport as FleetReport
+from simulator.fleet_report import Row as Row
+from simulator.fleet_report import format_table as format_table
 from simulator.outbox import Transport, TransportError
 from simulator.redelivery import Deliveries
 from simulator.scenarios import (
     CASE_IDS,
     EXPECTED,
     SCENARIO_IDS,
-    Expect,
-    Observed,
     build_story,
     check,
     expected_for,
@@ -43,130 +48,6 @@ AREA_POOL: tuple[str, ...] = tuple(sorted(DEFAULT_AREA_NAMES))
 CANARY_MARK = b"CANARY-"
 #: how long (simulated) before its plan a device sends the snapshot its story opens with
 CONTEXT_LEAD_MS = 200
-
-
-@dataclass(frozen=True)
-class FleetConfig:
-    """What ``guardian simulate`` runs."""
-
-    devices: int = 20
-    scenarios: tuple[str, ...] = ()
-    mix: bool = False
-    seed: int = 7
-    speed: float = 1.0
-    timeout_s: float = 300.0
-    rate: float = 2.0
-    patrol_seconds: float = 10.0
-    device_prefix: str | None = None
-    start_spread_s: float = 2.0
-    areas_per_device: int = 3
-    max_decisions: int = 3
-    #: after the last experience ended, wait until no output arrived for this long (wall s)
-    drain_s: float = 1.0
-    #: devices publish device_context.v2 snapshots and answer device_context.refresh (§9)
-    device_context: bool = True
-
-    def prefix(self) -> str:
-        return self.device_prefix if self.device_prefix is not None else f"sim{self.seed}-"
-
-
-@dataclass
-class Member:
-    """One device and its experience, as the fleet tracks it."""
-
-    index: int
-    device: Device
-    scenario: str
-    experience_id: str
-    workflow_id: str
-    areas: list[str]
-    expect: Expect
-    start_offset_ms: int
-    seen: Observed = field(default_factory=Observed)
-    accepted: asyncio.Event = field(default_factory=asyncio.Event)
-    #: the experience's end entry arrived
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-    plan: dict[str, Any] | None = None
-    rejected_by_guardian: bool = False
-    error: str | None = None
-    canary_leaked: bool = False
-
-    @property
-    def device_id(self) -> str:
-        return self.device.device_id
-
-    @property
-    def settled(self) -> bool:
-        return (
-            self.seen.status is not None
-            or self.rejected_by_guardian
-            or self.error is not None
-            or (self.device.refused is not None)
-        )
-
-    @property
-    def phase(self) -> str:
-        if self.seen.status is not None:
-            return f"ended: {self.seen.status}"
-        if self.error is not None:
-            return "error"
-        if self.device.refused is not None or self.rejected_by_guardian:
-            return "refused"
-        if self.plan is None:
-            return "starting"
-        if not self.accepted.is_set():
-            return "waiting for guardian"
-        return self.device.phase
-
-
-@dataclass
-class Row:
-    """One line of the final table."""
-
-    device: str
-    experience: str
-    scenario: str
-    status: str
-    expected: str
-    decisions: int
-    dispatches: int
-    dead_letters: int
-    ok: bool
-    problems: list[str]
-
-
-@dataclass
-class FleetReport:
-    """The fleet's final table and totals."""
-
-    rows: list[Row]
-    wall_s: float
-    sim_s: float
-    timed_out: bool
-    config: dict[str, Any]
-    totals: dict[str, int]
-    errors: list[str]
-
-    @property
-    def ok(self) -> bool:
-        return not self.timed_out and not self.errors and all(r.ok for r in self.rows)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "wall_s": round(self.wall_s, 2),
-            "sim_s": round(self.sim_s, 2),
-            "timed_out": self.timed_out,
-            "config": self.config,
-            "totals": self.totals,
-            "errors": self.errors,
-            "experiences": [asdict(r) for r in self.rows],
-        }
-
-
-def experience_ids(device_id: str, scenario: str) -> tuple[str, str]:
-    slug = scenario.lower().replace("-", "")
-    return f"exp-{device_id}-{slug}", f"wf-{device_id}-{slug}"
 
 
 class Fleet:
@@ -319,7 +200,7 @@ class Fleet:
         elif suffix == "dispatch":
             member.seen.dispatches.append(obj)
             if obj.get("device_id") == member.device_id:
-                member.device.inbox.put_nowait(obj)
+                member.device.dispatches.inbox.put_nowait(obj)
 
     def _first_delivery(self, member: Member, suffix: str, obj: dict[str, Any]) -> bool:
         """Is ``obj`` the first delivery of its record? A copy re-delivered identically (at least
@@ -342,7 +223,7 @@ class Fleet:
                 await self.clock.sleep(CONTEXT_LEAD_MS)
             m.plan = self.plan_for(m)
             plan_bytes = orjson.dumps(m.plan)
-            await self.transport.send("plans", m.device_id, plan_bytes, m.device.outbox.stamp())
+            await self.transport.send("plans", m.device_id, plan_bytes, m.device.records.outbox.stamp())
             await m.device.run(plan_bytes, started=lambda: self._started(m))
         except TransportError as exc:
             m.error = str(exc)
@@ -414,7 +295,9 @@ class Fleet:
         return sorted(by.items())
 
     def check_member(self, m: Member) -> list[str]:
-        cross_ids = {eid for other in self.members if other is not m for eid in other.device.cross_event_ids}
+        cross_ids = {
+            eid for other in self.members if other is not m for eid in other.device.player.cross_event_ids
+        }
         foreign = [str(e.get("ref_id")) for e in m.seen.timeline if e.get("ref_id") in cross_ids] + [
             str(d.get("trigger_event_id")) for d in m.seen.decisions if d.get("trigger_event_id") in cross_ids
         ]
@@ -450,48 +333,10 @@ class Fleet:
                 )
             )
         totals = {k: int(v) for k, v in sorted(self.counts.items())}
-        totals["records_sent"] = sum(m.device.outbox.sent for m in self.members) + len(self.members)
+        totals["records_sent"] = sum(m.device.records.outbox.sent for m in self.members) + len(self.members)
         cfg = asdict(self.config)
         cfg["scenarios"] = list(self.config.scenarios)
         return FleetReport(rows, wall_s, sim_s, timed_out, cfg, totals, list(self.errors))
-
-
-def format_table(rows: Sequence[Row], *, with_device: bool = True) -> str:
-    """The final table as aligned plain text."""
-    head = [
-        "device",
-        "experience",
-        "scenario",
-        "status",
-        "expected",
-        "decisions",
-        "dispatches",
-        "dead letters",
-        "",
-    ]
-    if not with_device:
-        head = head[1:]
-    lines: list[list[str]] = [head]
-    for r in rows:
-        cells = [
-            r.device,
-            r.experience,
-            r.scenario,
-            r.status,
-            r.expected,
-            str(r.decisions),
-            str(r.dispatches),
-            str(r.dead_letters),
-            "OK" if r.ok else "FAIL",
-        ]
-        lines.append(cells if with_device else cells[1:])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines]
-    out.insert(1, "  ".join("-" * w for w in widths).rstrip())
-    for r in rows:
-        for p in r.problems:
-            out.append(f"  {r.experience} ({r.scenario}): {p}")
-    return "\n".join(out)
 
 
 def format_progress(fleet: Fleet) -> list[str]:

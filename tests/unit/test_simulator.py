@@ -201,7 +201,8 @@ def test_a_lone_cross_device_scenario_gets_a_partner() -> None:
 
     fleet = asyncio.run(build())
     assert [m.scenario for m in fleet.members] == ["HG-12", "HG-01"]
-    assert fleet.members[0].device.partner == (fleet.members[1].experience_id, fleet.members[1].workflow_id)
+    lone, partner = fleet.members
+    assert lone.device.player.partner == (partner.experience_id, partner.workflow_id)
 
 
 def test_topo_order_honours_depends_on() -> None:
@@ -234,13 +235,13 @@ def test_device_pauses_and_resumes_with_physical_evidence_after_an_ack(gate: Gat
     async def scenario() -> tuple[Device, Recorder]:
         transport, clock = Recorder(), StepClock()
         device = make_device(gate, transport, clock)
-        device.security = "running"
+        device.state.security = "running"
         await device.obey(dispatch(req("local_pause_security", "security_patrol", "pause")))
-        assert device.security == "paused" and not device._running.is_set()
+        assert device.state.security == "paused" and not device.state.running.is_set()
         await device.obey(
             dispatch(req("local_resume_security", "security_patrol", "resume"), dispatch_id="dsp_2")
         )
-        assert device.security == "running" and device._running.is_set()
+        assert device.state.security == "running" and device.state.running.is_set()
         return device, transport
 
     _, transport = asyncio.run(scenario())
@@ -260,8 +261,8 @@ def test_device_stops_and_returns_in_dependency_order(gate: Gate) -> None:
     async def scenario() -> tuple[Device, Recorder]:
         transport, clock = Recorder(), StepClock()
         device = make_device(gate, transport, clock)
-        device.security, device.docked = "running", False
-        device.route.extend(["3", "6"])
+        device.state.security, device.state.docked = "running", False
+        device.state.route.extend(["3", "6"])
         await device.obey(
             dispatch(
                 req("sup_return_home", "movement", "return_to_station", depends_on=["sup_stop_security"]),
@@ -280,14 +281,15 @@ def test_device_stops_and_returns_in_dependency_order(gate: Gate) -> None:
     ]
     sequences = [e["sequence"] for e in transport.values("task-events")]
     assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
-    assert device.docked and device.security == "stopped" and not device.route and device.winding_down
+    state = device.state
+    assert state.docked and state.security == "stopped" and not state.route and state.winding_down
 
 
 def test_device_ignores_dispatches_of_another_experience(gate: Gate) -> None:
     async def scenario() -> Recorder:
         transport = Recorder()
         device = make_device(gate, transport, StepClock())
-        device.security = "running"
+        device.state.security = "running"
         await device.obey(dispatch(req("s", "security_patrol", "stop"), experience_id="exp-other"))
         return transport
 
@@ -298,8 +300,8 @@ def test_device_speaks_and_follows_a_replan(gate: Gate) -> None:
     async def scenario() -> tuple[Device, Recorder]:
         transport = Recorder()
         device = make_device(gate, transport, StepClock())
-        device.security, device.current_area = "running", "2"
-        device.route.extend(["3", "6"])
+        device.state.security, device.state.current_area = "running", "2"
+        device.state.route.extend(["3", "6"])
         await device.obey(dispatch(req("sup_ask_user", "voice_content", "speak", args={"text": "?"})))
         moves = [
             req("sup_replan_move_2", "movement", "move_to_room", args={"area_id": "2"}),
@@ -321,8 +323,8 @@ def test_device_speaks_and_follows_a_replan(gate: Gate) -> None:
         ("movement.move_to_room", "completed", "movement.arrived"),
     ]
     # the replan drops area 3 from the route; area 6 is reached later with the dispatch's step
-    assert list(device.route) == ["6"]
-    assert device.route_requests == {"6": ("dsp_replan", "sup_replan_move_6")}
+    assert list(device.state.route) == ["6"]
+    assert device.state.route_requests == {"6": ("dsp_replan", "sup_replan_move_6")}
 
 
 def test_invalid_records_are_rejected_by_the_gate_for_the_right_reason(gate: Gate) -> None:
@@ -335,7 +337,7 @@ def test_invalid_records_are_rejected_by_the_gate_for_the_right_reason(gate: Gat
         "not_json": "not_json",
     }
     for variant, reason in expected.items():
-        raw = device.invalid_record(variant)
+        raw = device.player.invalid_record(variant)
         verdict = gate.admit(
             "observations", device.device_id, raw, source_topic="t", partition=0, offset=0, received_at_ms=T0
         )
@@ -345,18 +347,18 @@ def test_invalid_records_are_rejected_by_the_gate_for_the_right_reason(gate: Gat
         if reason != "unknown_contract":
             assert letter.payload is None
             assert device.canary not in letter.model_dump_json()
-    assert len(device.invalid_record("too_large")) > 20 * 1024
+    assert len(device.player.invalid_record("too_large")) > 20 * 1024
 
 
 def test_routine_and_story_records_pass_the_gate(gate: Gate) -> None:
     async def scenario() -> Recorder:
         transport, clock = Recorder(), StepClock()
         device = make_device(gate, transport, clock, "HG-07")
-        device.current_area = "2"
+        device.state.current_area = "2"
         for _ in range(40):
-            await device._routine()
+            await device.reports.routine()
         for beat in device.story.anchors[0].beats:
-            await device.play_beat(beat)
+            await device.player.play_beat(beat)
         return transport
 
     transport = asyncio.run(scenario())
@@ -410,11 +412,11 @@ def test_restart_resends_then_reports_a_stale_sequence(gate: Gate) -> None:
     async def scenario() -> tuple[Device, Recorder]:
         transport, clock = Recorder(), StepClock()
         device = make_device(gate, transport, clock, "HG-09")
-        device.current_area = "2"
+        device.state.current_area = "2"
         for _ in range(5):
-            await device.task_event("security_patrol", "patrol", "progress", step_id="patrol_areas")
-            await device._routine()
-        await device.restart(2000)
+            await device.records.task_event("security_patrol", "patrol", "progress", step_id="patrol_areas")
+            await device.reports.routine()
+        await device.player.restart(2000)
         return device, transport
 
     _, transport = asyncio.run(scenario())
@@ -482,7 +484,7 @@ async def test_the_device_answers_a_context_refresh_with_a_snapshot_the_gate_adm
     # with device context off, the device sends none
     quiet = Recorder()
     off = make_device(gate, quiet, StepClock())
-    off.send_context = False
+    off.reports.send_context = False
     await off.obey(dispatch(req("ctx_refresh", "device_context", "refresh")))
     assert quiet.values("device-context") == []
 
