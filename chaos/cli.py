@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             f"pause after {kind}: {p['faults']} fault(s), median {p['median_s']} s, worst {p['worst_s']} s"
             + (f", {p['unended']} never ended" if p["unended"] else "")
         )
+    if report.broker_waits:
+        say(f"workers that started while the broker was stopped and gave up on it: {report.broker_waits}")
     if report.verdict is not None:
         for kind, counts in report.verdict.counts.items():
             say(f"{kind}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -2,7 +2,10 @@
 
 :class:`WorkerPool` owns the workers' processes: which slot runs which worker, which exits it
 caused (a SIGKILL, a SIGTERM) and which it did not (a worker that exited by itself, a failure of
-the run), and the replacements it still has to start."""
+the run), and the replacements it still has to start. A worker that starts while the run has the
+broker stopped may give up on it as ``guardian worker`` says it does (exit 3 once no broker answered
+within its start-up wait): that exit is the broker's outage, not the worker's, and
+:func:`gave_up_on_stopped_broker` tells the two apart."""
 
 from __future__ import annotations
 
@@ -21,6 +24,24 @@ from guardian.kafka_local import free_port
 
 #: how long a SIGTERMed worker may take to leave its group before it is killed
 TERM_GRACE_S = 30.0
+#: ``guardian worker``'s exit status when no Kafka broker answered within its start-up wait
+EXIT_NO_BROKER = 3
+#: that start-up wait (``streams.worker.BROKER_WAIT_S``, 20 s) and one last probe's timeout (5 s)
+START_WAIT_S = 25.0
+
+
+def gave_up_on_stopped_broker(
+    code: int | None, started: float, exited: float, outages: list[tuple[float, float | None]]
+) -> bool:
+    """Whether a worker's exit is ``guardian worker`` giving up, as documented, on a broker the run
+    had stopped: exit 3, and a broker outage (stopped at, back at or None) during its start-up wait.
+
+    Any other exit, and exit 3 while the broker was up all through the wait, is a worker that
+    exited by itself: a failure of the run (a worker never exits while the broker answers)."""
+    if code != EXIT_NO_BROKER:
+        return False
+    wait_end = min(exited, started + START_WAIT_S)
+    return any(down < wait_end and (back is None or back > started) for down, back in outages)
 
 
 @dataclass
@@ -31,6 +52,7 @@ class WorkerProc:
     proc: subprocess.Popen[bytes]
     log_path: Path
     web_port: int
+    started_at: float = field(default_factory=time.monotonic)
     #: set when the pool itself ended or is ending this process (its exit is no failure)
     ended_by_us: bool = False
     stopped: bool = False
@@ -75,6 +97,10 @@ class WorkerPool:
     #: slot -> (when its replacement starts, on a fresh table folder)
     due: dict[int, tuple[float, bool]] = field(default_factory=dict)
     self_exits: list[SelfExit] = field(default_factory=list)
+    #: workers that gave up on the broker while the run had it stopped (expected; replaced)
+    broker_waits: list[SelfExit] = field(default_factory=list)
+    #: the broker's outages: (stopped at, back at or None while it is still down), monotonic
+    outages: list[tuple[float, float | None]] = field(default_factory=list)
     starts: int = 0
 
     def start_all(self) -> None:
@@ -146,6 +172,13 @@ class WorkerPool:
             worker.signal(signal.SIGCONT)
             worker.stopped = False
 
+    def broker_stopped(self) -> None:
+        self.outages.append((time.monotonic(), None))
+
+    def broker_back(self) -> None:
+        if self.outages and self.outages[-1][1] is None:
+            self.outages[-1] = (self.outages[-1][0], time.monotonic())
+
     def replace(self, slot: int, after_s: float, fresh: bool) -> None:
         self.due[slot] = (time.monotonic() + after_s, fresh)
 
@@ -160,8 +193,15 @@ class WorkerPool:
             exit_ = SelfExit(
                 worker.worker_id, worker.proc.returncode, now - self.started_at, worker.log_tail()
             )
-            self.self_exits.append(exit_)
-            self.say(f"worker {worker.worker_id} EXITED BY ITSELF with {exit_.code}:\n{exit_.log_tail}")
+            if gave_up_on_stopped_broker(exit_.code, worker.started_at, now, self.outages):
+                self.broker_waits.append(exit_)
+                self.say(
+                    f"worker {worker.worker_id} started while the broker was stopped and gave up on it "
+                    f"(exit {exit_.code} after {now - worker.started_at:.0f} s, as documented); replaced"
+                )
+            else:
+                self.self_exits.append(exit_)
+                self.say(f"worker {worker.worker_id} EXITED BY ITSELF with {exit_.code}:\n{exit_.log_tail}")
             self.replace(slot, 2.0, False)
         for slot, (when, fresh) in sorted(self.due.items()):
             if now < when:

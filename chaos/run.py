@@ -54,6 +54,8 @@ class ChaosReport:
     pauses: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
     waves: list[int | None] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: workers started while the broker was stopped that gave up on it (exit 3, expected)
+    broker_waits: int = 0
     verdict: Verdict | None = None
 
     @property
@@ -72,6 +74,7 @@ class ChaosReport:
             "faults": self.faults,
             "pauses": self.pauses,
             "waves_exit_codes": self.waves,
+            "broker_wait_exits": self.broker_waits,
             "problems": self.problems + (self.verdict.problems if self.verdict else []),
             "counts": self.verdict.counts if self.verdict else {},
         }
@@ -239,9 +242,11 @@ class ChaosRun:
         self.report.faults.append(entry)
         if fault.kind == "broker":
             self.log("broker: stopping")
+            pool.broker_stopped()
             await asyncio.to_thread(self.broker.down)
             await asyncio.sleep(fault.hold_s)
             await asyncio.to_thread(self.broker.restart)
+            pool.broker_back()
             self.log("broker: back")
         elif fault.kind == "stop":
             slot = await self._alive_slot(fault.slot)
@@ -301,6 +306,7 @@ class ChaosRun:
 
     def _judge(self, watch: ProgressWatch) -> None:
         assert self.pool is not None
+        self.report.broker_waits = len(self.pool.broker_waits)
         for ex in self.pool.self_exits:
             self.report.problems.append(
                 f"worker {ex.worker_id} exited by itself with {ex.code} at t+{ex.after_s:.0f}s"

@@ -124,3 +124,20 @@ def test_missing_and_unexpected_outputs_and_other_statuses_fail() -> None:
     assert "1 dispatch missing live: dsp_1" in text
     assert "1 deadletter unexpected live: p.observations:0:3" in text
     assert "experience exp-d1: live failed, replay completed" in text
+
+
+def test_a_worker_giving_up_on_a_stopped_broker_is_told_apart_from_one_exiting_by_itself() -> None:
+    """Exit 3 while the run had the broker stopped during the worker's start-up wait is the
+    outage's doing; exit 3 with the broker up all through the wait, or any other exit, is not."""
+    from chaos.cluster import START_WAIT_S, gave_up_on_stopped_broker
+    from streams.worker import BROKER_WAIT_S
+
+    assert START_WAIT_S >= BROKER_WAIT_S
+    outage = [(10.0, 80.0)]
+    assert gave_up_on_stopped_broker(3, 41.4, 62.3, outage)  # started and gave up inside the outage
+    assert gave_up_on_stopped_broker(3, 63.1, 84.0, outage)  # the broker came back near its wait's end
+    assert gave_up_on_stopped_broker(3, 50.0, 70.0, [(10.0, None)])  # the broker still down
+    assert not gave_up_on_stopped_broker(3, 85.0, 105.0, outage)  # the broker answered all along
+    assert not gave_up_on_stopped_broker(3, 0.0, 200.0, [(100.0, 170.0)])  # outage after its wait
+    assert not gave_up_on_stopped_broker(5, 41.4, 62.3, outage)  # another exit stays a failure
+    assert not gave_up_on_stopped_broker(3, 41.4, 62.3, [])  # no outage at all
