@@ -1,9 +1,11 @@
 """The fleet on a real broker: one producer and one consumer for the whole fleet.
 
 The producer sends every device's records with ``timestamp_ms`` = the simulated clock (their
-receive time). The consumer reads every partition of the decisions, dispatch, timeline and
-deadletter topics from their end at start (positions are resolved before the first plan goes
-out, so nothing of this run is missed) and hands each record to :meth:`Fleet.handle_output`.
+receive time), and they reach the broker in the order the device sent them
+(:class:`simulator.send_order.SendOrder`). The consumer reads every partition of the decisions,
+dispatch, timeline and deadletter topics from their end at start (positions are resolved before
+the first plan goes out, so nothing of this run is missed) and hands each record to
+:meth:`Fleet.handle_output`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from aiokafka.partitioner import murmur2
 
 from simulator.fleet import Fleet, FleetConfig, FleetReport
 from simulator.outbox import TransportError
+from simulator.send_order import SendOrder
 from topics.names import INPUT_SUFFIXES, TopicNames
 
 REQUEST_TIMEOUT_MS = 30_000
@@ -50,6 +53,7 @@ class KafkaBus:
             auto_offset_reset="latest",  # agrees with seek_to_end below (assign() starts a reset too)
         )
         self.failures: list[str] = []
+        self.order = SendOrder(REQUEST_TIMEOUT_MS / 1000)
         self.partitions = 1
         self._partition_cache: dict[str, int] = {}
         self._by_topic = {names.prefix + s: s for s in OUTPUT_SUFFIXES}
@@ -114,7 +118,9 @@ class KafkaBus:
 
     async def send(self, suffix: str, key: str, value: bytes, timestamp_ms: int) -> None:
         """Queue one record on the producer (bounded: aiokafka waits at most request_timeout_ms for
-        metadata and for room in its buffer); delivery failures are collected in ``failures``."""
+        metadata and for room in its buffer); delivery failures are collected in ``failures``.
+        A record for another topic than the device's previous one waits for that one's delivery."""
+        await self.order.before(key, suffix)
         try:
             fut = await self.producer.send(
                 self.names.prefix + suffix,
@@ -128,6 +134,7 @@ class KafkaBus:
                 f"cannot produce to {self.names.prefix}{suffix}: {type(exc).__name__}: {exc}"
             ) from exc
         fut.add_done_callback(self._delivered)
+        self.order.sent(key, suffix, fut)
 
     async def pump(self, sink: Callable[[str, str | None, bytes], None]) -> None:
         """Hand every output record to ``sink(suffix, key, value)`` until cancelled."""
