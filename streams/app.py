@@ -79,6 +79,10 @@ def create_app(
         # a worker that leaves (or joins) move within about a second, not three
         broker_heartbeat_interval=1.0,
         consumer_group_instance_id=instance_id,
-        producer_request_timeout=60.0,
+        # how long the producer retries a batch before the worker gives up on it (and stops, so
+        # that the partitions' next owner reads its records again): Kafka's own default
+        # delivery.timeout.ms, so a worker rides through a broker outage of up to two minutes; at
+        # 60 s a worker with a batch in flight stopped in the chaos run's 70 s outage (seed 103)
+        producer_request_timeout=120.0,
         **web,
     )

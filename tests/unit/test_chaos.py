@@ -4,6 +4,7 @@ and the verdict comparing live outputs with replay's."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,3 +142,15 @@ def test_a_worker_giving_up_on_a_stopped_broker_is_told_apart_from_one_exiting_b
     assert not gave_up_on_stopped_broker(3, 0.0, 200.0, [(100.0, 170.0)])  # outage after its wait
     assert not gave_up_on_stopped_broker(5, 41.4, 62.3, outage)  # another exit stays a failure
     assert not gave_up_on_stopped_broker(3, 41.4, 62.3, [])  # no outage at all
+
+
+def test_a_worker_retries_a_batch_longer_than_the_chaos_runs_broker_outage(tmp_path: Path) -> None:
+    """A worker with a batch in flight when the broker stops rides through the outage (it stops
+    only when a batch is still undelivered after the producer's retries)."""
+    from chaos.schedule import BROKER_HOLD_S
+    from config.settings import Settings
+    from streams.app import create_app
+
+    settings = Settings.from_env({"GUARDIAN_DATA_DIR": str(tmp_path)})
+    app = create_app(settings, bootstrap="127.0.0.1:1")
+    assert app.conf.producer_request_timeout >= BROKER_HOLD_S + 30
