@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.replay_bench import _PEAK, _REPLAY, _child, write_input
+from bench.replay_bench import PEAK_MB_CODE, REPLAY_CODE, run_child, write_input
 
 RECORDS_FULL = 1_000_000
 RECORDS_QUICK = 100_000
@@ -23,7 +23,7 @@ _CONSOLE = (
     """
 import sys, time, orjson
 """
-    + _PEAK
+    + PEAK_MB_CODE
     + """
 from itertools import zip_longest
 from pathlib import Path
@@ -66,8 +66,8 @@ def run_console_bench(records: int, devices: int) -> dict[str, Any]:
         source = tmp / "fleet.jsonl"
         write_input(source, records, devices)
         out = tmp / "out"
-        _child(_REPLAY, str(source), str(out), "1")
-        res = _child(_CONSOLE, str(out))
+        run_child(REPLAY_CODE, str(source), str(out), "1")
+        res = run_child(_CONSOLE, str(out))
     return {
         "input_records": records,
         "devices": devices,

@@ -62,7 +62,7 @@ def write_input(path: Path, records: int, devices: int, prefix: str = "guardian.
 
 #: the child's own peak RSS in MB: ``VmHWM`` of its memory (``ru_maxrss`` of a process started by
 #: fork and exec keeps the peak of the process that forked it: the bench, which generated the input)
-_PEAK = """
+PEAK_MB_CODE = """
 def peak_mb():
     try:
         with open("/proc/self/status") as fh:
@@ -75,7 +75,7 @@ def peak_mb():
 """
 
 
-def _child(code: str, *args: str) -> dict[str, Any]:
+def run_child(code: str, *args: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=3600, check=False
     )
@@ -85,11 +85,11 @@ def _child(code: str, *args: str) -> dict[str, Any]:
     return result
 
 
-_REPLAY = (
+REPLAY_CODE = (
     """
 import resource, sys, time, orjson
 """
-    + _PEAK
+    + PEAK_MB_CODE
     + """
 from pathlib import Path
 from guardian.replay import replay_files
@@ -110,7 +110,7 @@ _REPORT = (
     """
 import resource, sys, time, orjson
 """
-    + _PEAK
+    + PEAK_MB_CODE
     + """
 from pathlib import Path
 from guardian.replay import write_report
@@ -132,7 +132,7 @@ def run_replay_bench(records: int, devices: int, *, jobs: int = 1, report: bool 
         size = write_input(source, records, devices)
         generated_s = time.perf_counter() - t
         out = tmp / "out"
-        res = _child(_REPLAY, str(source), str(out), str(jobs))
+        res = run_child(REPLAY_CODE, str(source), str(out), str(jobs))
         result: dict[str, Any] = {
             "records": res["records"],
             "devices": devices,
@@ -146,7 +146,7 @@ def run_replay_bench(records: int, devices: int, *, jobs: int = 1, report: bool 
             "counts": res["counts"],
         }
         if report:
-            rep = _child(_REPORT, str(out))
+            rep = run_child(_REPORT, str(out))
             result["report"] = rep
     return result
 

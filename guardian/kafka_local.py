@@ -55,9 +55,8 @@ from guardian.kafka_jars import (
     POM_RESOURCE,
     SCALA_VERSION,
     default_jars_dir,
-    mvn_reason,
 )
-from guardian.kafka_java import MIN_JAVA, java_major
+from guardian.kafka_java import MIN_JAVA
 from guardian.kafka_node import DEFAULT_HEAP, JAVA_TOOL_TIMEOUT_S, LOG4J2_PROPERTIES, KafkaNode, Ports
 
 #: what importers take from here (much of it defined in the modules above and re-exported)
@@ -79,19 +78,11 @@ __all__ = [
     "BrokerError",
     "LocalBroker",
     "Ports",
-    "_java_major",
-    "_mvn_reason",
-    "_read_cmdline",
     "default_jars_dir",
     "free_port",
     "port_is_free",
     "run_sync",
 ]
-
-# the former private names, still imported by tests
-_read_cmdline = read_cmdline
-_java_major = java_major
-_mvn_reason = mvn_reason
 
 DEFAULT_UP_TIMEOUT_S = 60.0
 DEFAULT_STOP_TIMEOUT_S = 30.0

@@ -45,8 +45,7 @@ import orjson
 
 from config.settings import Settings
 from guardian.recorded import RecordedDecisions
-from guardian.replay_engine import _SWEEP_EVERY as _SWEEP_EVERY
-from guardian.replay_engine import ReplayEngine, _all_divergences, _decider_for, _fewer_collections, _rows
+from guardian.replay_engine import ReplayEngine, all_divergences, decider_for, fewer_collections, input_rows
 from guardian.replay_input import (
     InputRecord,
     ReplayInputError,
@@ -59,9 +58,9 @@ from guardian.replay_model import DeviceDecider
 from guardian.replay_out import OUTPUT_FILES, OutputError, clear_outputs, input_conflict, staged_outputs
 from guardian.replay_progress import Progress
 from guardian.replay_provenance import describe, made_at, made_from
-from guardian.replay_share import _run_job, _run_jobs
-from guardian.replay_spool import CHUNK_BYTES, _Spool, job_of
-from guardian.replay_states import _read_states, _states_file
+from guardian.replay_share import run_job, run_jobs
+from guardian.replay_spool import CHUNK_BYTES, Spool, job_of
+from guardian.replay_states import read_states, states_file
 from guardian.replay_summary import OUT_KINDS, SummaryCounts
 from report.bands import DeviceStateChange
 from topics.envelope import Out
@@ -94,7 +93,7 @@ def replay_records(
             recorded.add_value(r.value, r.topic, r.partition, r.offset)
     if mode is None:
         mode = "recorded" if recorded.readable() else "rules"
-    decider, recorded_decider, model = _decider_for(mode, recorded, model_decider)
+    decider, recorded_decider, model = decider_for(mode, recorded, model_decider)
     outs: dict[str, list[dict[str, Any]]] = {k: [] for k in OUT_KINDS}
     counts = SummaryCounts()
 
@@ -104,11 +103,11 @@ def replay_records(
 
     device_states: list[DeviceStateChange] = []
     engine = ReplayEngine(settings, decider, collect, device_states.append, model)
-    rows = _rows(records)
-    with _fewer_collections():
+    rows = input_rows(records)
+    with fewer_collections():
         engine.feed(rows)
         engine.finish()
-    divergences = list(_all_divergences(recorded, recorded_decider, outs["decisions"]))
+    divergences = list(all_divergences(recorded, recorded_decider, outs["decisions"]))
     recorded.close()
     counts.divergences = len(divergences)
     return ReplayResult(
@@ -197,8 +196,8 @@ def replay_files(
     at = made_at(os.environ if env is None else env)
     with staged_outputs(out_dir) as stage, tempfile.TemporaryDirectory(prefix="guardian-replay-") as tmp_name:
         tmp = Path(tmp_name)
-        spool = _Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes, progress, budget)
-        with _fewer_collections():  # (the rows of a chunk live until it is spilled)
+        spool = Spool(TopicNames(settings.topic_prefix), tmp, jobs, chunk_bytes, progress, budget)
+        with fewer_collections():  # (the rows of a chunk live until it is spilled)
             for name in files:
                 spool.add_file(name)
         if mode is None:
@@ -206,11 +205,11 @@ def replay_files(
         counts = SummaryCounts()
         if jobs == 1:
             results = [
-                _run_job(spool.jobs[0], tmp, stage, settings, mode, model_decider, report, False, progress)
+                run_job(spool.jobs[0], tmp, stage, settings, mode, model_decider, report, False, progress)
             ]
         else:
             job_dirs = [tmp / f"job-{j}" for j in range(jobs)]
-            results = _run_jobs(spool, tmp, settings, mode, report)
+            results = run_jobs(spool, tmp, settings, mode, report)
             for kind in OUT_KINDS:
                 with (stage / f"{kind}.jsonl").open("wb") as target:
                     merge_outputs(job_dirs, f"{kind}.jsonl", target)
@@ -227,7 +226,7 @@ def replay_files(
         )
         if report:
             job_dirs = [stage] if jobs == 1 else [tmp / f"job-{j}" for j in range(jobs)]
-            states = _read_states(_states_file(tmp, d) for d in job_dirs)
+            states = read_states(states_file(tmp, d) for d in job_dirs)
             write_report(stage, states, made_from=describe(made))
     return StreamedReplay(records, summary, made)
 

@@ -29,7 +29,7 @@ from topics.registry import load_registry
 _TIE_ORDER = RANK
 _OBSERVATIONS_TIE = _TIE_ORDER["observations"]
 #: how often (records) the dedup memory forgets keys older than the window
-_SWEEP_EVERY = 4096
+SWEEP_EVERY = 4096
 
 
 class ReplayEngine:
@@ -104,7 +104,7 @@ class ReplayEngine:
                 first_ts = ts
             if last_ts is None or ts > last_ts:
                 last_ts = ts
-            if n % _SWEEP_EVERY == 0:
+            if n % SWEEP_EVERY == 0:
                 store.forget_seen_before(order_ts - window)
             done = process(store, suffix, key, value, topic, partition, offset, ts)  # positional
             for o in done.outs:
@@ -157,7 +157,7 @@ class ReplayEngine:
 
 
 @contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
+def fewer_collections() -> Iterator[None]:
     """Run the cyclic garbage collector less often while records stream by: the state built so far
     is frozen out of its scans and a collection waits for 100,000 new objects instead of 700 (a
     replay allocates and drops a few objects per record; the per-device state only grows)."""
@@ -171,7 +171,7 @@ def _fewer_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _decider_for(
+def decider_for(
     mode: str, recorded: RecordedDecisions, model_decider: DeviceDecider | None
 ) -> tuple[Decider | None, RecordedDecider | None, DeviceDecider | None]:
     """(the inline decider, the recorded one when it is that, the model decider)"""
@@ -187,7 +187,7 @@ def _decider_for(
     return rules.decide, None, None
 
 
-def _all_divergences(
+def all_divergences(
     recorded: RecordedDecisions,
     recorded_decider: RecordedDecider | None,
     produced: Iterable[dict[str, Any]],
@@ -198,7 +198,7 @@ def _all_divergences(
     return recorded.divergences(produced)
 
 
-def _rows(records: Iterable[InputRecord]) -> list[Row]:
+def input_rows(records: Iterable[InputRecord]) -> list[Row]:
     """Input records (decisions aside) as rows, in the order of §2 rule 11."""
     ours = (r for r in records if r.suffix in _TIE_ORDER)
     return [

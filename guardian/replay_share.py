@@ -1,6 +1,6 @@
-"""One job of a streamed replay: its share of the input (:class:`guardian.replay_spool._JobInput`)
+"""One job of a streamed replay: its share of the input (:class:`guardian.replay_spool.JobInput`)
 put in order, run through a :class:`guardian.replay_engine.ReplayEngine` and written to its
-output files (:func:`_run_job`); with ``--jobs N``, each share in a process of its own (:func:`_run_jobs`)."""
+output files (:func:`run_job`); with ``--jobs N``, each share in a process of its own (:func:`run_jobs`)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import orjson
 
 from config.settings import Settings
 from guardian.recorded import RecordedDecisions
-from guardian.replay_engine import ReplayEngine, _all_divergences, _decider_for, _fewer_collections
+from guardian.replay_engine import ReplayEngine, all_divergences, decider_for, fewer_collections
 from guardian.replay_model import DeviceDecider
 from guardian.replay_progress import Progress
-from guardian.replay_spool import _JobInput, _Spool
-from guardian.replay_states import _states_file, _write_states
+from guardian.replay_spool import JobInput, Spool
+from guardian.replay_states import states_file, write_states
 from guardian.replay_summary import OUT_KINDS, SummaryCounts
 from topics.envelope import Out
 
@@ -34,8 +34,8 @@ class _JobResult:
     last_ts: int | None = None
 
 
-def _run_job(
-    share: _JobInput,
+def run_job(
+    share: JobInput,
     tmp: Path,
     out_dir: Path,
     settings: Settings,
@@ -46,17 +46,17 @@ def _run_job(
     progress: Progress | None = None,
 ) -> _JobResult:
     """Replay one job's share into ``out_dir`` (its four output files and divergences.jsonl); with
-    ``states``, the network and voice states the pipeline admitted go to :func:`_states_file` for
+    ``states``, the network and voice states the pipeline admitted go to :func:`states_file` for
     the report (without a report they are not looked for); with ``positions``, each output file
     ``F`` gets its ``F.pos``, the position of every line (:mod:`guardian.replay_jobs`)."""
     if mode == "model" and model_decider is None:
         from supervisor.sync import blocking_model_decider
 
         with blocking_model_decider(settings) as blocking:
-            return _run_job(share, tmp, out_dir, settings, mode, blocking, states, positions, progress)
+            return run_job(share, tmp, out_dir, settings, mode, blocking, states, positions, progress)
     # on disk, read back by trigger (closed at the end; on an error, with the temporary folder)
     recorded = RecordedDecisions(share.recorded or ":memory:")
-    decider, recorded_decider, model = _decider_for(mode, recorded, model_decider)
+    decider, recorded_decider, model = decider_for(mode, recorded, model_decider)
     counts = SummaryCounts()
     names = [f"{k}.jsonl" for k in OUT_KINDS] + ([f"{k}.jsonl.pos" for k in OUT_KINDS] if positions else [])
     handles = {n: (out_dir / n).open("wb", buffering=1024 * 1024) for n in names}
@@ -73,11 +73,11 @@ def _run_job(
             if at is not None:
                 at[o.kind](engine.position())
 
-        add_state, close_states = _write_states(_states_file(tmp, out_dir))
+        add_state, close_states = write_states(states_file(tmp, out_dir))
         try:
             engine = ReplayEngine(settings, decider, emit, add_state if states else None, model)
             total = progress_total(share)
-            with _fewer_collections():
+            with fewer_collections():
                 batches = share.ordered(tmp)
                 if progress is not None:
                     batches = progress.counted(batches, total)
@@ -90,7 +90,7 @@ def _run_job(
             h.close()
     path = out_dir / "divergences.jsonl"
     with path.open("wb") as fh:  # streamed: the divergences are never held
-        for d in _all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl")):
+        for d in all_divergences(recorded, recorded_decider, _read_jsonl(out_dir / "decisions.jsonl")):
             fh.write(orjson.dumps(d) + b"\n")
             counts.divergences += 1
     recorded.close()
@@ -99,7 +99,7 @@ def _run_job(
     return _JobResult(counts, engine.records, engine.first_ts, engine.last_ts)
 
 
-def progress_total(share: _JobInput) -> int:
+def progress_total(share: JobInput) -> int:
     """The rows a job will go through (runs on disk counted as they were spilled)."""
     return share.rows_total + len(share.chunk)
 
@@ -107,8 +107,8 @@ def progress_total(share: _JobInput) -> int:
 def _run_job_in_process(args: tuple[Path, Path, Path, Settings, str, bool]) -> _JobResult:
     share_file, tmp, out_dir, settings, mode, states = args
     with share_file.open("rb") as fh:
-        share: _JobInput = pickle.load(fh)
-    return _run_job(share, tmp, out_dir, settings, mode, states=states, positions=True)
+        share: JobInput = pickle.load(fh)
+    return run_job(share, tmp, out_dir, settings, mode, states=states, positions=True)
 
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -117,7 +117,7 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             yield orjson.loads(line)
 
 
-def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str, states: bool) -> list[_JobResult]:
+def run_jobs(spool: Spool, tmp: Path, settings: Settings, mode: str, states: bool) -> list[_JobResult]:
     """Each job's share pickled to a file (its chunk and the names of its runs), replayed in its
     own process into ``tmp/job-N``."""
     tasks: list[tuple[Path, Path, Path, Settings, str, bool]] = []
@@ -127,7 +127,7 @@ def _run_jobs(spool: _Spool, tmp: Path, settings: Settings, mode: str, states: b
         share_file = tmp / f"share-{j}"
         with share_file.open("wb") as fh:
             pickle.dump(share, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        spool.jobs[j] = _JobInput(limit=spool.chunk_bytes)
+        spool.jobs[j] = JobInput(limit=spool.chunk_bytes)
         tasks.append((share_file, tmp, job_dir, settings, mode, states))
     ctx = multiprocessing.get_context("spawn")
     progress = spool.progress

@@ -1,6 +1,6 @@
-"""A streamed replay's spool, :class:`_Spool`: every input line read and checked once, each record
+"""A streamed replay's spool, :class:`Spool`: every input line read and checked once, each record
 routed to the job that replays its device (:func:`job_of`), and each job's share of the input
-(:class:`_JobInput`) cut into sorted runs on disk."""
+(:class:`JobInput`) cut into sorted runs on disk."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def job_of(key: bytes | None, jobs: int) -> int:
 
 
 @dataclass
-class _JobInput(runs.Runs):
+class JobInput(runs.Runs):
     """One job's share of the input (:data:`guardian.runs.StreamRow`): sorted runs on disk and/or
     one sorted chunk in memory, and the recorded decisions."""
 
@@ -46,7 +46,7 @@ class _JobInput(runs.Runs):
         return runs.in_order(self, tmp, MAX_FAN_IN)
 
 
-class _Spool:
+class Spool:
     """Reads every input file once, checks each line, routes rows to jobs and spills sorted runs."""
 
     def __init__(
@@ -64,7 +64,7 @@ class _Spool:
         self.budget = budget if budget is not None else SpoolBudget(ReadMeter())
         self._reading = ""
         self.tmp = tmp
-        self.jobs = [_JobInput(limit=chunk_bytes) for _ in range(jobs)]
+        self.jobs = [JobInput(limit=chunk_bytes) for _ in range(jobs)]
         self.chunk_bytes = chunk_bytes
         self.seq = 0
         self.records = 0

@@ -12,12 +12,12 @@ from pathlib import Path
 from report.bands import DeviceStateChange
 
 
-def _states_file(tmp: Path, out_dir: Path) -> Path:
+def states_file(tmp: Path, out_dir: Path) -> Path:
     """Where a job spools its device-state changes: in the temporary folder, never in --out."""
     return tmp / f"states-{hashlib.sha256(str(out_dir).encode()).hexdigest()[:12]}"
 
 
-def _write_states(path: Path) -> tuple[Callable[[DeviceStateChange], None], Callable[[], None]]:
+def write_states(path: Path) -> tuple[Callable[[DeviceStateChange], None], Callable[[], None]]:
     """A sink spooling device-state changes to ``path`` (one pickled batch per 4,096), and its close."""
     fh = path.open("wb")
     batch: list[DeviceStateChange] = []
@@ -36,7 +36,7 @@ def _write_states(path: Path) -> tuple[Callable[[DeviceStateChange], None], Call
     return add, close
 
 
-def _read_states(paths: Iterable[Path]) -> Iterator[DeviceStateChange]:
+def read_states(paths: Iterable[Path]) -> Iterator[DeviceStateChange]:
     for path in paths:
         if not path.exists():
             continue

@@ -11,8 +11,9 @@ The Kafka broker of the integration tier (``kafka_bootstrap``, session-scoped; s
 
 Per test: ``topic_prefix`` (a unique prefix with every topic of ``TopicNames.all()`` created,
 ``kafka_partitions`` partitions each, default 4; override with
-``@pytest.mark.parametrize("kafka_partitions", [8])``), ``topic_names``, and ``guardian_env``
-(an env dict for ``guardian`` subprocesses).
+``@pytest.mark.parametrize("kafka_partitions", [8])``), ``topic_names``, ``guardian_env``
+(an env dict for ``guardian`` subprocesses), and ``own_broker`` (a local broker of the test only,
+which it may stop and start again).
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ def make_guardian_env(
     return env
 
 
+def _local_broker(data_dir: Path) -> LocalBroker:
+    """A local broker with its data in ``data_dir`` and its jars from the shared cache (not started)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GUARDIAN_KAFKA_PORT", "GUARDIAN_DATA_DIR")}
+    env["GUARDIAN_DATA_DIR"] = str(data_dir)
+    return LocalBroker.from_settings(Settings.from_env(env), env=env)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The bootstrap address of a real Kafka broker for this test session."""
@@ -106,16 +114,24 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         finally:
             stop()
         return
-    data_dir = tmp_path_factory.mktemp("guardian-kafka")
-    env = {k: v for k, v in os.environ.items() if k not in ("GUARDIAN_KAFKA_PORT", "GUARDIAN_DATA_DIR")}
-    env["GUARDIAN_DATA_DIR"] = str(data_dir)
-    broker = LocalBroker.from_settings(Settings.from_env(env), env=env)
+    broker = _local_broker(tmp_path_factory.mktemp("guardian-kafka"))
     try:
         address = broker.up(timeout_s=BROKER_START_TIMEOUT_S)
     except BrokerError as exc:
         pytest.fail(f"no Kafka broker for the integration tests: {exc}", pytrace=False)
     try:
         yield address
+    finally:
+        broker.down()
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[LocalBroker]:
+    """A local broker of this test only, which the test may stop and start again."""
+    broker = _local_broker(tmp_path / "broker-data")
+    broker.up(timeout_s=BROKER_START_TIMEOUT_S)
+    try:
+        yield broker
     finally:
         broker.down()
 

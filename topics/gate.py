@@ -36,11 +36,8 @@ from topics.gate_checks import (
     validation_paths,
 )
 from topics.gate_contract_check import ContractCheck
-from topics.gate_dead_letters import PAYLOAD_REASONS, dead_letter_json, make_dead_letter
-from topics.gate_observations import _CORRELATIONS_MAX as _CORRELATIONS_MAX
-from topics.gate_observations import _KNOWN_VALUES_MAX as _KNOWN_VALUES_MAX
+from topics.gate_dead_letters import PAYLOAD_REASONS, dead_letter_json
 from topics.gate_observations import CORRELATION_SET, OBS_FIELDS, ObservationChecks
-from topics.gate_observations import _observation_schema_paths as _observation_schema_paths
 from topics.gate_plans import MAX_PLAN_AREAS as MAX_PLAN_AREAS
 from topics.gate_plans import plan_problems
 from topics.gate_plans import printable as printable
@@ -232,6 +229,5 @@ __all__ = [
     "context_data_problems",
     "dead_letter_json",
     "forbidden_key_paths",
-    "make_dead_letter",
     "plan_problems",
 ]

@@ -24,7 +24,7 @@ class ContractCheck:
     #: String values known to be valid, by fact: a string fact's enum, or (no enum) the values its
     #: :meth:`FactSpec.allows` accepted so far (they repeat record after record; the gate's own
     #: memory, emptied when it holds
-    #: ``topics.gate_observations._KNOWN_VALUES_MAX``); empty for a bool or int fact
+    #: ``topics.gate_observations.KNOWN_VALUES_MAX``); empty for a bool or int fact
     known_str: Mapping[str, frozenset[str] | set[str]]
 
     @classmethod

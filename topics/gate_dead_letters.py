@@ -1,6 +1,6 @@
 """The §10 dead letter of a record the gate refuses: :func:`dead_letter_json` (its JSON form,
-built directly), :func:`make_dead_letter` (the same as a model) and :data:`PAYLOAD_REASONS` (the
-reasons whose dead letter may carry a redacted copy of the record)."""
+built directly; ``DeadLetter.model_validate`` of it is the same as a model) and
+:data:`PAYLOAD_REASONS` (the reasons whose dead letter may carry a redacted copy of the record)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from topics.gate_checks import ID_FULLMATCH, cut
 from topics.kafka_key import shown_key
-from topics.records import DeadLetter, DeadLetterReason
+from topics.records import DeadLetterReason
 
 #: Reason codes whose dead letter may carry a copy of the payload (§10).
 PAYLOAD_REASONS: frozenset[str] = frozenset(
@@ -28,39 +28,6 @@ PAYLOAD_REASONS: frozenset[str] = frozenset(
 _MAX_PATHS = 32
 _MAX_PATH_LEN = 200
 _MAX_DETAIL_LEN = 500
-
-
-def make_dead_letter(
-    reason_code: DeadLetterReason,
-    raw: bytes,
-    *,
-    source_topic: str,
-    partition: int,
-    offset: int,
-    key: bytes | str | None,
-    received_at_ms: int,
-    event_id: str | None,
-    detail: str,
-    offending_paths: Iterable[str] = (),
-    payload: str | None = None,
-) -> DeadLetter:
-    """The §10 dead letter of ``raw`` (the original record value), as a model: see
-    :func:`dead_letter_json`."""
-    return DeadLetter.model_validate(
-        dead_letter_json(
-            reason_code,
-            raw,
-            source_topic=source_topic,
-            partition=partition,
-            offset=offset,
-            key=key,
-            received_at_ms=received_at_ms,
-            event_id=event_id,
-            detail=detail,
-            offending_paths=offending_paths,
-            payload=payload,
-        )
-    )
 
 
 def dead_letter_json(

@@ -23,9 +23,9 @@ from topics.records import Correlation, Observation
 #: the most IDs the gate remembers as valid (:meth:`Gate._is_known_id`)
 _KNOWN_IDS_MAX = 65_536
 #: the most correlations the gate keeps built (:meth:`Gate._fast_observation`)
-_CORRELATIONS_MAX = 16_384
+CORRELATIONS_MAX = 16_384
 #: the most valid values the gate remembers per string fact without an enum
-_KNOWN_VALUES_MAX = 4_096
+KNOWN_VALUES_MAX = 4_096
 
 # the observation's fields come from its model; tests/unit/test_observation_schema.py checks that
 # the fast path, the checked path and the schema paths judge every field as the model does
@@ -142,7 +142,7 @@ class ObservationChecks:
                     {"experience_id": ce, "workflow_id": cw, "step_id": cs},
                     {"experience_id", "workflow_id", "step_id"},
                 )
-                if len(self._correlations) >= _CORRELATIONS_MAX:
+                if len(self._correlations) >= CORRELATIONS_MAX:
                     self._correlations.clear()
                 self._correlations[ids] = correlation
         if not check.required_all <= facts.keys():
@@ -160,7 +160,7 @@ class ObservationChecks:
                     return None  # (an enum's values are all known)
                 learned = known_str[k]
                 assert type(learned) is set  # a str fact without an enum: values learned
-                if len(learned) >= _KNOWN_VALUES_MAX:
+                if len(learned) >= KNOWN_VALUES_MAX:
                     learned.clear()
                 learned.add(v)
             elif not check.facts[k].allows(v) or (type(v) is int and not INT64_MIN <= v <= INT64_MAX):
@@ -242,7 +242,7 @@ class ObservationChecks:
             else:
                 ok = False
         if not ok:
-            bad = _observation_schema_paths(obj)
+            bad = observation_schema_paths(obj)
             raise Reject("schema_invalid", "schema: missing, mistyped or unknown " + paths_text(bad), bad)
         if not key_matches(key, device_id):
             raise Reject("key_mismatch", "device_id differs from the record key", ["device_id"])
@@ -311,7 +311,7 @@ class ObservationChecks:
         return Reject("privacy_violation", "; ".join(parts), paths)
 
 
-def _observation_schema_paths(obj: dict[str, Any]) -> list[str]:
+def observation_schema_paths(obj: dict[str, Any]) -> list[str]:
     """The paths of every schema problem of an observation (the slow path of the gate)."""
     bad = sorted(safe_key(k) for k in obj if k not in OBS_FIELDS)
     bad.extend(name for name in _OBS_REQUIRED if name not in obj)

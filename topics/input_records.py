@@ -18,7 +18,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, JsonValue, StringConstraints, model_validator
 
-from topics.record_base import InputRecord, _Step
+from topics.record_base import CapabilityStep, InputRecord
 from topics.record_enums import (
     TASK_STATUSES_WITH_REASON,
     DecisionMode,
@@ -39,7 +39,7 @@ from topics.record_scalars import FactValue, Id, NonNegInt, ShortText, TimeMs
 # --------------------------------------------------------------------------------------------
 
 
-class PlanStep(_Step, InputRecord):
+class PlanStep(CapabilityStep, InputRecord):
     """One step of a plan; ``depends_on`` is left out of the JSON when None."""
 
 

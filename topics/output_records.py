@@ -7,7 +7,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
-from topics.record_base import OutputRecord, _Step
+from topics.record_base import CapabilityStep, OutputRecord
 from topics.record_enums import (
     Backend,
     DeadLetterReason,
@@ -53,7 +53,7 @@ class Decision(OutputRecord):
 # --------------------------------------------------------------------------------------------
 
 
-class DispatchRequest(_Step, OutputRecord):
+class DispatchRequest(CapabilityStep, OutputRecord):
     """One request; ``depends_on`` is left out of the JSON when None."""
 
 

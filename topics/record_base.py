@@ -43,7 +43,7 @@ class OutputRecord(_Record):
     """A record the pipeline writes."""
 
 
-class _Step(_Record):
+class CapabilityStep(_Record):
     """A capability operation of a plan step or of a dispatch request (§3, §7)."""
 
     step_id: Id

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,19 +127,6 @@ def _axe_source() -> str:
             capture_output=True,
         )
     return script.read_text(encoding="utf-8")
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[LocalBroker]:
-    """A broker of this test only: it stops and starts it again."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GUARDIAN_KAFKA_PORT", "GUARDIAN_DATA_DIR")}
-    env["GUARDIAN_DATA_DIR"] = str(tmp_path / "broker-data")
-    broker = LocalBroker.from_settings(Settings.from_env(env), env=env)
-    broker.up(timeout_s=120)
-    try:
-        yield broker
-    finally:
-        broker.down()
 
 
 async def _send_not_json(bootstrap: str, topic: str, key: bytes) -> None:

@@ -19,7 +19,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from config.exitcodes import Exit
 from config.settings import Settings
-from guardian.kafka_local import LocalBroker, _read_cmdline
+from guardian.kafka_host import read_cmdline
+from guardian.kafka_local import LocalBroker
 from streams.admin import admin_client, create_topics, partition_counts, worker_topics
 from tests.live import run_guardian
 from topics.names import TopicNames
@@ -143,7 +144,7 @@ def test_cli_up_status_topics_down(cli_env: dict[str, str], tmp_path: Path) -> N
     down = _guardian(cli_env, "kafka", "down")
     assert down.returncode == 0, down.stderr
     assert "stopped" in down.stdout
-    assert _read_cmdline(pid) is None
+    assert read_cmdline(pid) is None
     assert not (kafka_dir / "kafka.pid").exists()
     assert not (kafka_dir / "bootstrap").exists()
     stopped = _guardian(cli_env, "kafka", "status")
@@ -200,7 +201,7 @@ def test_restart_keeps_ports_and_data(tmp_path: Path) -> None:
 
         assert broker.restart() == address
         assert broker.pid() != old_pid
-        assert old_pid is not None and _read_cmdline(old_pid) is None
+        assert old_pid is not None and read_cmdline(old_pid) is None
 
         async def read_back() -> bytes:
             consumer = AIOKafkaConsumer(

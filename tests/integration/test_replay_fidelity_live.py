@@ -73,7 +73,7 @@ def decisions_after_each(records: list[InputRecord], stub: GeminiStub) -> list[i
     with blocking_model_decider(SETTINGS, options=options, api_key="test", base_url=stub.base_url) as model:
         engine = replay_mod.ReplayEngine(SETTINGS, None, emit, model=model)
         for r in records:  # one at a time, as the live run sends them
-            engine.feed(replay_mod._rows([r]))
+            engine.feed(replay_mod.input_rows([r]))
             made.append(count[0])
         engine.finish()
     assert count[0] == made[-1], "a decision at the end of the input: live would take it by its timer"

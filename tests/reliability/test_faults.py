@@ -18,7 +18,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -217,19 +217,6 @@ def test_hg21_sigkill_under_load_recovers_exactly(
     finally:
         second.stop()
     assert second.proc is not None and second.proc.returncode in (0, -15), second.log_tail()
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[LocalBroker]:
-    """A LocalBroker of this test only (temp data dir, jars from the shared cache): it may restart it."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GUARDIAN_KAFKA_PORT", "GUARDIAN_DATA_DIR")}
-    env["GUARDIAN_DATA_DIR"] = str(tmp_path / "broker-data")
-    broker = LocalBroker.from_settings(Settings.from_env(env), env=env)
-    broker.up(timeout_s=120)
-    try:
-        yield broker
-    finally:
-        broker.down()
 
 
 def test_hg22_broker_restart_under_load(own_broker: LocalBroker, tmp_path: Path) -> None:

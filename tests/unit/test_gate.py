@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from tests.unit.test_records import ENVELOPE, SEED_OBSERVATION, SEED_PLAN, SEED_TASK_EVENT
-from topics.gate import Admitted, Gate, GateKind, Rejected, dead_letter_json, make_dead_letter
-from topics.records import DeviceContext, ExperiencePlan, Observation, TaskEvent
+from topics.gate import Admitted, Gate, GateKind, Rejected, dead_letter_json
+from topics.records import DeadLetter, DeviceContext, ExperiencePlan, Observation, TaskEvent
 from topics.registry import load_registry
 
 KEY = b"airbot-0001"
@@ -306,27 +306,24 @@ def test_event_id_only_when_it_is_a_valid_id(gate: Gate) -> None:
     assert rej.event_id is None
 
 
-def test_make_dead_letter_for_cross_device() -> None:
+def test_dead_letter_for_cross_device() -> None:
     raw = orjson.dumps(SEED_OBSERVATION)
-    dl = make_dead_letter(
-        "cross_device", raw, source_topic="guardian.observations", partition=1, offset=7, key=KEY,
-        received_at_ms=5, event_id="obs_guardian_0007", detail="correlation names another experience",
-        offending_paths=("correlation.experience_id",), payload=raw.decode(),
-    )  # fmt: skip
-    assert dl.reason_code == "cross_device"
-    assert dl.payload == raw.decode() and dl.key == "airbot-0001"
-    assert dl.payload_sha256 == hashlib.sha256(raw).hexdigest() and dl.payload_size == len(raw)
-    assert orjson.loads(dl.to_json_bytes())["offending_paths"] == ["correlation.experience_id"]
     direct = dead_letter_json(
         "cross_device", raw, source_topic="guardian.observations", partition=1, offset=7, key=KEY,
         received_at_ms=5, event_id="obs_guardian_0007", detail="correlation names another experience",
         offending_paths=("correlation.experience_id",), payload=raw.decode(),
     )  # fmt: skip
-    assert orjson.dumps(direct) == dl.to_json_bytes()
-    hidden = make_dead_letter(
+    dl = DeadLetter.model_validate(direct)
+    assert dl.reason_code == "cross_device"
+    assert dl.payload == raw.decode() and dl.key == "airbot-0001"
+    assert dl.payload_sha256 == hashlib.sha256(raw).hexdigest() and dl.payload_size == len(raw)
+    assert orjson.loads(dl.to_json_bytes())["offending_paths"] == ["correlation.experience_id"]
+    assert orjson.dumps(direct) == dl.to_json_bytes()  # built directly, exactly the model's JSON
+    hidden_json = dead_letter_json(
         "fact_invalid", raw, source_topic="t", partition=0, offset=0, key=None, received_at_ms=0,
         event_id="not an id", detail="x",
     )  # fmt: skip
+    hidden = DeadLetter.model_validate(hidden_json)
     assert hidden.payload is None and hidden.event_id is None and hidden.key is None
 
 

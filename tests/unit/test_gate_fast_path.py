@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_records import SEED_OBSERVATION
-from topics.gate import _CORRELATIONS_MAX, _KNOWN_VALUES_MAX, Admitted, Gate, Rejected
+from topics.gate import Admitted, Gate, Rejected
+from topics.gate_observations import CORRELATIONS_MAX, KNOWN_VALUES_MAX
 from topics.records import Observation
 from topics.registry import Registry, load_registry
 
@@ -166,14 +167,14 @@ def test_a_remembered_correlation_is_reused_only_for_the_same_three_ids() -> Non
 def test_the_fast_paths_memories_stay_bounded_whatever_distinct_values_arrive() -> None:
     gate = Gate(REGISTRY)
     check = gate._checks["security.person_detected"]
-    for i in range(max(_CORRELATIONS_MAX, _KNOWN_VALUES_MAX) + 100):
+    for i in range(max(CORRELATIONS_MAX, KNOWN_VALUES_MAX) + 100):
         data = copy.deepcopy(SEED_OBSERVATION)
         data["event_id"] = f"obs_{i}"
         data["correlation"] = {"experience_id": f"exp_{i}", "workflow_id": "wf", "step_id": "patrol"}
         data["facts"]["area_id"] = f"area_{i}"
         result = admit(gate, orjson.dumps(data))
         assert isinstance(result, Admitted)
-        assert len(gate._correlations) <= _CORRELATIONS_MAX
-        assert len(check.known_str["area_id"]) <= _KNOWN_VALUES_MAX
+        assert len(gate._correlations) <= CORRELATIONS_MAX
+        assert len(check.known_str["area_id"]) <= KNOWN_VALUES_MAX
     # what the gate admitted last is what the model reads
     assert result.record == Observation.model_validate(data)

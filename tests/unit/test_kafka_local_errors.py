@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from config.exitcodes import Exit
-from guardian.kafka_local import COMPLETE_MARKER, KAFKA_VERSION, _java_major, _mvn_reason, free_port
+from guardian.kafka_jars import mvn_reason
+from guardian.kafka_java import java_major
+from guardian.kafka_local import COMPLETE_MARKER, KAFKA_VERSION, free_port
 from streams.admin import probe_broker, wait_for_broker
 from tests.live import run_guardian
 
@@ -246,7 +248,7 @@ def test_broker_exits_during_start(tmp_path: Path) -> None:
     ],
 )
 def test_java_major(text: str, major: int | None) -> None:
-    assert _java_major(text) == major
+    assert java_major(text) == major
 
 
 def test_mvn_reason_takes_the_first_error() -> None:
@@ -254,9 +256,9 @@ def test_mvn_reason_takes_the_first_error() -> None:
         "\x1b[1;31m[ERROR]\x1b[m Failed to execute goal on project x: Could not resolve dependencies\n"
         "[ERROR] -> [Help 1]\n"
     )
-    assert _mvn_reason(out, 1) == "Failed to execute goal on project x: Could not resolve dependencies"
-    assert _mvn_reason("", 3) == "mvn exit code 3"
-    assert _mvn_reason("[ERROR] No plugin found for prefix 'dependency' -> [Help 1]", 1) == (
+    assert mvn_reason(out, 1) == "Failed to execute goal on project x: Could not resolve dependencies"
+    assert mvn_reason("", 3) == "mvn exit code 3"
+    assert mvn_reason("[ERROR] No plugin found for prefix 'dependency' -> [Help 1]", 1) == (
         "No plugin found for prefix 'dependency'"
     )
 

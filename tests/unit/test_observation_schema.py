@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from tests.unit.test_records import SEED_OBSERVATION
-from topics.gate import Admitted, Gate, Rejected, _observation_schema_paths
+from topics.gate import Admitted, Gate, Rejected
+from topics.gate_observations import observation_schema_paths
 from topics.records import Correlation, Observation
 from topics.registry import load_registry
 
@@ -96,8 +97,8 @@ def test_a_value_the_model_refuses_is_a_schema_dead_letter_naming_the_field(
     with pytest.raises(ValidationError):
         Observation.model_validate(data)
     assert gate._fast_observation(data, KEY.decode()) is None
-    named = [p for p in _observation_schema_paths(data) if p == field or p.startswith(field + ".")]
-    assert named, _observation_schema_paths(data)
+    named = [p for p in observation_schema_paths(data) if p == field or p.startswith(field + ".")]
+    assert named, observation_schema_paths(data)
     result = admit(gate, data)
     assert isinstance(result, Rejected)
     assert result.dead_letter.reason_code == "schema_invalid", result.dead_letter

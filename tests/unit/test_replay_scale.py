@@ -13,7 +13,7 @@ import pytest
 
 from config.settings import Settings
 from guardian import replay as replay_mod
-from guardian import replay_spool, runs
+from guardian import replay_engine, replay_spool, runs
 from guardian.replay import (
     OUTPUT_FILES,
     InputRecord,
@@ -250,7 +250,7 @@ def test_the_dedup_memory_keeps_only_the_window_and_still_catches_duplicates() -
     emitted: list[Out] = []
     engine = ReplayEngine(SETTINGS, rules.decide, emitted.append)
     window = engine.processor.pipeline.dedup_window_ms
-    rows = replay_mod._rows(script.records)
+    rows = replay_engine.input_rows(script.records)
     engine.feed(rows)
     t = rows[-1][0]
     base = script.records[0]
@@ -292,7 +292,7 @@ def test_the_dedup_memory_keeps_only_the_window_and_still_catches_duplicates() -
             more.append((t, 3, 0, 200_000 + i, 2 * 10**6 + i, *more[-1][5:8], more[-1][8], True, t))
     engine.feed(more)
     # the last window's keys, and those since the last sweep (not the 12,000 seen)
-    assert len(engine.store.seen_at) <= per_window + replay_mod._SWEEP_EVERY < n_windows * per_window
+    assert len(engine.store.seen_at) <= per_window + replay_engine.SWEEP_EVERY < n_windows * per_window
     duplicates = [o for o in emitted if o.kind == "timeline" and o.value["drop_reason"] == "duplicate"]
     assert [o.value["at_ms"] for o in duplicates] == dup_ts
 

@@ -10,11 +10,13 @@ from typing import Any
 
 from topics.conditions import condition_problems
 from topics.context import DOMAIN_TABLE
-from topics.registry.source import _Ctx
+from topics.registry.source import EntryContext
 from topics.registry.specs import EXPOSURES, SAFETY_OPERATIONS, ArgType, CapabilitySpec
 
 
-def _capability(ctx: _Ctx, name: str, raw: object, arg_types: Mapping[str, ArgType]) -> CapabilitySpec:
+def capability_entry(
+    ctx: EntryContext, name: str, raw: object, arg_types: Mapping[str, ArgType]
+) -> CapabilitySpec:
     where = name
     ctx.ident(name, where)
     spec = ctx.obj(raw, where)

@@ -7,11 +7,11 @@ import re
 from types import MappingProxyType
 
 from topics.records import MAX_FACT_STR_LEN
-from topics.registry.source import _Ctx
+from topics.registry.source import EntryContext
 from topics.registry.specs import FACT_TYPES, SCOPES, ContractSpec, DebounceSpec, FactSpec
 
 
-def _fact(ctx: _Ctx, name: str, raw: object, where: str) -> FactSpec:
+def _fact(ctx: EntryContext, name: str, raw: object, where: str) -> FactSpec:
     spec = ctx.obj(raw, where)
     ctx.keys(spec, where, {"type"}, {"enum", "min", "max", "pattern"})
     ftype = spec["type"]
@@ -55,7 +55,7 @@ def _fact(ctx: _Ctx, name: str, raw: object, where: str) -> FactSpec:
     return FactSpec(name=name, type=ftype, enum=enum, min=lo, max=hi, pattern=pattern)
 
 
-def _contract(ctx: _Ctx, cid: str, raw: object) -> ContractSpec:
+def contract_entry(ctx: EntryContext, cid: str, raw: object) -> ContractSpec:
     where = cid
     ctx.ident(cid, where)
     spec = ctx.obj(raw, where)

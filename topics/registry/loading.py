@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
-from topics.registry.capability_entries import _capability
-from topics.registry.contract_entries import _contract
-from topics.registry.source import _Ctx, _read
+from topics.registry.capability_entries import capability_entry
+from topics.registry.contract_entries import contract_entry
+from topics.registry.source import EntryContext, read_registry_file
 from topics.registry.specs import ARG_TYPES, ArgType, Registry
 
 
@@ -18,16 +18,16 @@ def load_registry(
     """Load and validate both registries (the packaged files by default).
 
     Raises :class:`RegistryError` naming the file and the broken entry."""
-    label, data = _read(contracts_path, "contracts.json")
-    ctx = _Ctx(label)
+    label, data = read_registry_file(contracts_path, "contracts.json")
+    ctx = EntryContext(label)
     ctx.keys(data, "(top level)", {"contracts"}, {"registry", "version", "notes"})
     craw = ctx.obj(data["contracts"], "contracts")
     if not craw:
         raise ctx.fail("contracts", "must list at least one contract")
-    contracts = {cid: _contract(ctx, cid, raw) for cid, raw in craw.items()}
+    contracts = {cid: contract_entry(ctx, cid, raw) for cid, raw in craw.items()}
 
-    label, data = _read(capabilities_path, "capabilities.json")
-    ctx = _Ctx(label)
+    label, data = read_registry_file(capabilities_path, "capabilities.json")
+    ctx = EntryContext(label)
     ctx.keys(
         data,
         "(top level)",
@@ -43,7 +43,7 @@ def load_registry(
     kraw = ctx.obj(data["capabilities"], "capabilities")
     if not kraw:
         raise ctx.fail("capabilities", "must list at least one capability")
-    capabilities = {name: _capability(ctx, name, raw, arg_types) for name, raw in kraw.items()}
+    capabilities = {name: capability_entry(ctx, name, raw, arg_types) for name, raw in kraw.items()}
     exclusive = ctx.str_list(data["plan_exclusive_resources"], "plan_exclusive_resources")
     used = {r for cap in capabilities.values() for r in cap.resources}
     for res in exclusive:

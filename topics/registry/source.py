@@ -1,4 +1,4 @@
-"""Reading one registry JSON file (the packaged one or a given path), and ``_Ctx``, the checks of
+"""Reading one registry JSON file (the packaged one or a given path), and ``EntryContext``, the checks of
 its entries' shapes whose :class:`RegistryError` messages name the file and the entry."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from topics.registry.specs import RegistryError
 _ID_RE = re.compile(ID_PATTERN)
 
 
-def _read(path: Path | str | None, default_name: str) -> tuple[str, Any]:
+def read_registry_file(path: Path | str | None, default_name: str) -> tuple[str, Any]:
     if path is None:
         label = default_name
         try:
@@ -38,7 +38,7 @@ def _read(path: Path | str | None, default_name: str) -> tuple[str, Any]:
     return label, data
 
 
-class _Ctx:
+class EntryContext:
     """Builds error messages naming the file and the entry."""
 
     def __init__(self, label: str) -> None:
