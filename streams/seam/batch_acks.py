@@ -11,7 +11,7 @@ here. Private parts: ``_acked``, ``_acked_index``, ``_committed_offset``, ``_n_a
 
 Upstream issue: none (a cost, not a bug).
 
-Proved by: ``tests/unit/test_eager_transport.py``:
+Proved by: ``tests/unit/test_consumer_offsets.py``:
 ``test_a_delivered_batch_is_acked_as_faust_acks_each_message``.
 """
 

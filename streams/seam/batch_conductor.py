@@ -15,8 +15,8 @@ delivered (:func:`streams.seam.batch_acks.ack_all`). Private parts:
 
 Upstream issue: none (a cost, not a bug).
 
-Proved by: ``tests/unit/test_eager_transport.py``: ``test_the_worker_app_uses_the_eager_transport``;
-``tests/unit/test_shell_flush.py`` (the inbox it feeds); ``tests/integration/test_pipeline_live.py``.
+Proved by: ``tests/unit/test_eager_fetch.py``: ``test_the_worker_app_uses_the_eager_transport``;
+``tests/unit/test_flush_acks.py`` (the inbox it feeds); ``tests/integration/test_pipeline_live.py``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ exactly as before. Private parts: mode's ``Service.wait_first`` with ``_stopped`
 
 Upstream issue: none (a cost, not a bug).
 
-Proved by: ``tests/unit/test_eager_transport.py``:
+Proved by: ``tests/unit/test_eager_fetch.py``:
 ``test_a_coroutine_that_does_not_suspend_finishes_without_a_task``,
 ``test_a_coroutine_that_suspends_is_finished_by_awaiting_the_rest``,
 ``test_cancelling_the_rest_cancels_the_started_coroutine``,

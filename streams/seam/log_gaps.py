@@ -13,10 +13,10 @@ missing offsets count, not the record in hand. Private part: the consumer's ``_a
 
 Upstream issue: none filed; close to faust-streaming #175.
 
-Proved by: ``tests/unit/test_eager_transport.py``:
+Proved by: ``tests/unit/test_consumer_offsets.py``:
 ``test_a_gap_in_the_log_counts_only_the_missing_offsets_as_acked``,
 ``test_a_jump_in_a_topic_handed_to_the_pipeline_is_not_taken_for_a_gap_in_the_log``;
-``tests/unit/test_shell_order.py``: ``test_offsets_the_log_does_not_have_are_passed_once_read_again``.
+``tests/unit/test_read_again.py``: ``test_offsets_the_log_does_not_have_are_passed_once_read_again``.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ every record; the pipeline checks each partition's order itself
 Upstream issue: faust-streaming #629, #175, #523 (partitions stalled or skipped after a
 rebalance).
 
-Proved by: ``tests/unit/test_eager_transport.py``:
-``test_the_fetch_loop_drops_no_record_of_a_topic_handed_to_the_pipeline``; ``tests/unit/test_shell_order.py``:
+Proved by: ``tests/unit/test_consumer_offsets.py``:
+``test_the_fetch_loop_drops_no_record_of_a_topic_handed_to_the_pipeline``; ``tests/unit/test_read_again.py``:
 ``test_a_record_handed_over_past_the_next_one_is_not_processed_and_its_partition_is_read_again``.
 """
 

@@ -6,7 +6,7 @@ the stream whenever 100 messages wait, then drains them one by one: :func:`set_p
 deepens it (a7c816b: latency p50 1.1 s -> 27 ms); faust still flushes it before every offset
 commit.
 
-Proved by: ``tests/unit/test_worker_never_dark.py``:
+Proved by: ``tests/unit/test_readiness.py``:
 ``test_the_fetch_state_of_a_partition_reads_faust_and_aiokafka``,
 ``test_the_reason_names_the_topics_from_the_real_consumer``.
 """

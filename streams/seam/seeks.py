@@ -19,11 +19,11 @@ revocation to that seek). Private parts: ``perform_seek``, ``_read_offset``,
 
 Upstream issue: faust-streaming #629, #175 (fetch state after a rebalance).
 
-Proved by: ``tests/unit/test_eager_transport.py``:
+Proved by: ``tests/unit/test_consumer_offsets.py``:
 ``test_a_seek_while_the_fetch_loop_reads_does_not_hold_the_commit_back``,
 ``test_records_dropped_while_a_seek_was_on_its_way_are_read_again``,
 ``test_after_a_rebalance_partitions_without_a_committed_offset_are_read_from_their_beginning``;
-``tests/unit/test_shell_order.py``:
+``tests/unit/test_read_again.py``:
 ``test_after_a_rebalance_a_partition_is_read_from_its_committed_offset_or_the_logs_beginning``.
 """
 

@@ -15,7 +15,7 @@ unchanged. Private parts: aiokafka's ``_fetch_max_wait_ms``, its fetcher's
 
 Upstream issue: none (faust fixes the wait; aiokafka has no adaptive setting).
 
-Proved by: ``tests/unit/test_eager_transport.py``:
+Proved by: ``tests/unit/test_eager_fetch.py``:
 ``test_the_worker_consumer_lets_the_broker_hold_an_empty_fetch_briefly``,
 ``test_fetches_gather_records_only_while_records_flow``.
 """

@@ -16,7 +16,7 @@ reads a changelog, and the output topics stay uncompressed. Private parts: the R
 
 Upstream issue: none (a cost, not a bug).
 
-Proved by: ``tests/unit/test_table_writes.py``:
+Proved by: ``tests/unit/test_pending_writes.py``:
 ``test_the_changelog_goes_out_zstd_compressed_and_the_outputs_uncompressed``,
 ``test_a_delivered_changelog_batch_advances_the_persisted_offset``,
 ``test_reads_see_pending_writes_and_the_last_value_of_a_key_wins``.

@@ -6,7 +6,7 @@ conductor. Why we differ: the App (:class:`SeamApp`) builds :class:`EagerTranspo
 carry the replacements listed in ``streams/seam/__init__.py``, one mixin per file.
 Private part: ``faust.App._new_transport``.
 
-Proved by: ``tests/unit/test_eager_transport.py``: ``test_the_worker_app_uses_the_eager_transport``.
+Proved by: ``tests/unit/test_eager_fetch.py``: ``test_the_worker_app_uses_the_eager_transport``.
 """
 
 from __future__ import annotations

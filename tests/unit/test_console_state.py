@@ -15,7 +15,7 @@ from console.settings import ConsoleSettings
 from console.state import ConsoleState, valid_key
 from console.workers import WorkerTrack, parse_metrics
 from report import render_report
-from tests.unit.test_report import DEV_A, DEV_B, EXP_ABORT, EXP_DONE, EXP_RET, IMG, SCRIPT, sample_records
+from tests.unit.report_fixtures import DEV_A, DEV_B, EXP_ABORT, EXP_DONE, EXP_RET, IMG, SCRIPT, sample_records
 from topics.names import TopicNames
 
 TOPICS = TopicNames("guardian.")

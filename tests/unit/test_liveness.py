@@ -20,7 +20,7 @@ from streams.seam import membership
 from streams.seam.reads import FetchState
 from streams.seam.recovery import RecoveryWatch
 from streams.stalls import Heal, InputWatch, WaitClock
-from tests.unit.test_worker_never_dark import fake_app
+from tests.unit.readiness_fakes import fake_app
 
 # -- time spent stopped ---------------------------------------------------------------------------
 

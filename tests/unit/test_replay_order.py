@@ -15,7 +15,7 @@ from guardian import replay as replay_mod
 from guardian import replay_spool
 from guardian.replay import InputRecord, replay_files, replay_records
 from tests.streams import T0, Script
-from tests.unit.test_replay_scale import write
+from tests.unit.kcat_exports import write
 
 SETTINGS = Settings.from_env({})
 

@@ -20,8 +20,8 @@ from guardian.replay_jobs import bounded_jobs
 from guardian.replay_out import OutputError, staged_outputs
 from guardian.replay_progress import Progress
 from tests.scenario_scripts import build
+from tests.unit.kcat_exports import fleet, with_recorded_decisions, write
 from tests.unit.test_replay_cli import replay
-from tests.unit.test_replay_scale import fleet, with_recorded_decisions, write
 
 SETTINGS = Settings.from_env({})
 

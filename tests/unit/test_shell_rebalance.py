@@ -16,7 +16,7 @@ from faust.types import TP
 
 from streams.memory_broker import MemoryConsumer, MemoryProducer, MemoryRecord
 from streams.pipeline_task import PipelineTask
-from tests.unit.test_shell_flush import Acked, shell_over
+from tests.unit.shell_fakes import Acked, shell_over
 from topics.envelope import Out
 
 CONFIRM = b'{"op": "confirm", "device_id": "dev-1"}'

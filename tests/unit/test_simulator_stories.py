@@ -12,7 +12,7 @@ from simulator.context_stories import AIR_CARE_OPS, CASES, RECHECK
 from simulator.expect import Observed
 from simulator.fleet import Fleet, FleetConfig, format_table
 from simulator.scenarios import EXPECTED, MIX_POOL, SCENARIO_IDS, case_of, check, scenario_for
-from tests.unit.test_simulator import Loopback
+from tests.unit.simulator_transports import Loopback
 
 NEW_CASES = ("HG-04-B", *(f"HG-13{c}" for c in "abcde"), *(f"HG-14{c}" for c in "fgh"), "HG-15", "HG-16")
 
