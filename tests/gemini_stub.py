@@ -15,7 +15,8 @@ Which reply a request gets, first match wins:
 3. :attr:`GeminiStub.default` (a ``continue`` answer unless changed).
 
 Use the fixture: ``from tests.gemini_stub import gemini_stub`` and take ``gemini_stub`` as a test
-argument (the import registers the fixture in the test module).
+argument (the import registers the fixture in the test module). A live worker reaches the stub
+with the environment :func:`gemini_env` gives it.
 """
 
 from __future__ import annotations
@@ -270,3 +271,15 @@ def gemini_stub() -> Iterator[GeminiStub]:
     """A fresh :class:`GeminiStub` on 127.0.0.1 for one test."""
     with running_stub() as stub:
         yield stub
+
+
+def gemini_env(env: dict[str, str], stub: GeminiStub) -> dict[str, str]:
+    return {
+        **env,
+        "GUARDIAN_SUPERVISOR": "gemini",
+        "GOOGLE_GEMINI_BASE_URL": stub.base_url,
+        "GEMINI_API_KEY": "test-key",
+        "GUARDIAN_GEMINI_RETRIES": "1",
+        "GUARDIAN_GEMINI_TIMEOUT_MS": "8000",
+        "GUARDIAN_GEMINI_BACKOFF_MS": "50",
+    }

@@ -1,26 +1,31 @@
-"""Helpers of the live tier: a ``guardian worker`` subprocess, producing scripted records, and
-collecting the pipeline's outputs from the real broker."""
+"""Helpers of the live tier: a ``guardian worker`` subprocess and whether it is ready, producing
+scripted records (plans first), collecting the pipeline's outputs from the real broker, comparing
+them with replay's, and exporting the topics with Debian's kcat."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from guardian.kafka_local import free_port
-from guardian.replay import InputRecord
+from guardian.replay import InputRecord, ReplayResult
 from topics.names import OUTPUT_SUFFIXES, TopicNames
 
 
@@ -87,6 +92,15 @@ class WorkerProcess:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def ready(worker: WorkerProcess) -> bool:
+    """The worker answers ``/ready`` with 200 (False while it does not, or does not answer)."""
+    try:
+        with urllib.request.urlopen(worker.base_url + "/ready", timeout=5) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 async def produce(bootstrap: str, records: Iterable[InputRecord], *, in_order: bool = False) -> int:
@@ -189,6 +203,53 @@ def assert_single_content(values: list[dict[str, Any]], key: str) -> dict[str, d
     return unique
 
 
+def produce_plans_first(bootstrap: str, names: TopicNames, records: list[InputRecord]) -> None:
+    """Experiences start before anything refers to them (as in life): plans first, until every
+    goal is in the timeline, then the devices' records. A plan with preconditions goes with its
+    device's records, in time order: the device context it is judged on comes before it."""
+    gated = {r.key for r in records if r.suffix == "plans" and b'"preconditions"' in (r.value or b"")}
+    plans = [r for r in records if r.suffix == "plans" and r.key not in gated]
+    started = {orjson.loads(r.value or b"{}").get("experience_id") for r in plans}
+    asyncio.run(produce(bootstrap, plans, in_order=True))
+    asyncio.run(collect(bootstrap, names, lambda o: started <= set(o.statuses()), timeout_s=90, settle_s=0))
+    rest = [r for r in records if r.suffix != "plans" or r.key in gated]
+    asyncio.run(produce(bootstrap, rest, in_order=True))
+
+
+def all_ended(expected: dict[str, str]) -> Any:
+    def check(out: Outputs) -> bool:
+        statuses = out.statuses()
+        return all(statuses.get(exp) == status for exp, status in expected.items())
+
+    return check
+
+
+def compare(live: Outputs, replayed: ReplayResult) -> None:
+    live_decisions = assert_single_content(live.values["decisions"], "decision_id")
+    live_dispatch = assert_single_content(live.values["dispatch"], "dispatch_id")
+    want_decisions = {d["decision_id"]: d for d in replayed.outs["decisions"]}
+    want_dispatch = {d["dispatch_id"]: d for d in replayed.outs["dispatch"]}
+    for ident in sorted(set(live_decisions) | set(want_decisions)):
+        assert live_decisions.get(ident) == want_decisions.get(ident), ident
+    for ident in sorted(set(live_dispatch) | set(want_dispatch)):
+        assert live_dispatch.get(ident) == want_dispatch.get(ident), ident
+    assert live.statuses() == replayed.summary["experiences"]
+    # a dead letter's identity is the record it is about: re-read after a crash, a record is
+    # dead-lettered again, identically (at-least-once), never differently
+    unique_letters = assert_single_content(
+        [
+            {**d, "source": f"{d['source_topic']}:{d['partition']}:{d['offset']}"}
+            for d in live.values["deadletter"]
+        ],
+        "source",
+    )
+    live_letters = sorted((d["reason_code"], d["key"], d["payload_sha256"]) for d in unique_letters.values())
+    want_letters = sorted(
+        (d["reason_code"], d["key"], d["payload_sha256"]) for d in replayed.outs["deadletter"]
+    )
+    assert live_letters == want_letters, (len(live_letters), len(want_letters))
+
+
 def run_guardian(env: dict[str, str], *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
     """``guardian ARGS`` in a subprocess with ``env``; output captured as text, never raises on
     a non-zero exit."""
@@ -201,6 +262,23 @@ def run_guardian(env: dict[str, str], *args: str, timeout_s: float) -> subproces
         timeout=timeout_s,
         check=False,
     )
+
+
+def kcat_export(bootstrap: str, names: TopicNames) -> bytes:
+    """Every contract topic as Debian's ``kcat -C -J`` prints it."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.fail("kcat is not installed: run scripts/ensure-debian-tools kcat:kcat", pytrace=False)
+    out = b""
+    for topic in names.contract_topics():
+        done = subprocess.run(
+            [kcat, "-C", "-J", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q"],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        out += done.stdout
+    return out
 
 
 async def group_members(bootstrap: str, group: str) -> list[Any]:

@@ -15,8 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tables.claims import CLAIM_BURST
-from tests.integration.test_claims_live import ready
-from tests.live import Outputs, WorkerProcess, collect, produce
+from tests.live import Outputs, WorkerProcess, collect, produce, ready
 from tests.streams import Script
 from topics.names import TopicNames
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import urllib.error
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from aiokafka.partitioner import murmur2
 
 from config.settings import Settings
 from streams.app import app_id
-from tests.live import Outputs, WorkerProcess, collect, produce
+from tests.live import Outputs, WorkerProcess, collect, produce, ready
 from tests.streams import Script
 from topics.names import TopicNames
 
@@ -80,14 +79,6 @@ async def _members(bootstrap: str, group: str) -> list[Any]:
             await client.close()
     groups = described[0].to_object()["groups"]
     return list(groups[0]["members"]) if groups else []
-
-
-def ready(worker: WorkerProcess) -> bool:
-    try:
-        with urllib.request.urlopen(worker.base_url + "/ready", timeout=5) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def start_pair(env: dict[str, str], tmp_path: Path, prefix: str, tag: str = "") -> list[WorkerProcess]:

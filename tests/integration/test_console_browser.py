@@ -35,8 +35,7 @@ from guardian.kafka_local import LocalBroker, free_port
 from guardian.replay import replay_records
 from streams.admin import create_topics
 from tests.conftest import make_guardian_env
-from tests.integration.test_pipeline_live import produce_plans_first
-from tests.live import WorkerProcess
+from tests.live import WorkerProcess, produce_plans_first
 from tests.scenario_scripts import build
 from topics.names import TopicNames
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.gemini_stub import GeminiStub, answer, error, gemini_stub  # noqa: F401
+from tests.gemini_stub import GeminiStub, answer, error, gemini_env, gemini_stub  # noqa: F401
 from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce
 from tests.streams import Script
 from topics.names import TopicNames
@@ -20,18 +20,6 @@ pytestmark = pytest.mark.kafka
 
 SLOW_ROOM = "attic"
 FAST_ROOM = "veranda"
-
-
-def gemini_env(env: dict[str, str], stub: GeminiStub) -> dict[str, str]:
-    return {
-        **env,
-        "GUARDIAN_SUPERVISOR": "gemini",
-        "GOOGLE_GEMINI_BASE_URL": stub.base_url,
-        "GEMINI_API_KEY": "test-key",
-        "GUARDIAN_GEMINI_RETRIES": "1",
-        "GUARDIAN_GEMINI_TIMEOUT_MS": "8000",
-        "GUARDIAN_GEMINI_BACKOFF_MS": "50",
-    }
 
 
 def started(device: str, prefix: str, room: str, area: str, t: int) -> Script:

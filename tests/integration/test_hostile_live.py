@@ -16,8 +16,7 @@ import pytest
 
 from config.settings import Settings
 from guardian.replay import InputRecord, replay_records
-from tests.integration.test_pipeline_live import compare
-from tests.live import Outputs, WorkerProcess, collect, produce
+from tests.live import Outputs, WorkerProcess, collect, compare, produce
 from tests.scenario_scripts import build
 from tests.streams import Script
 from topics.names import TopicNames

@@ -4,19 +4,27 @@ recovery, and a poison record in the middle of a partition."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
 from config.settings import Settings
 from guardian.replay import InputRecord, ReplayResult, replay_records
-from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce
+from tests.live import (
+    Outputs,
+    WorkerProcess,
+    all_ended,
+    assert_single_content,
+    collect,
+    compare,
+    kcat_export,
+    produce,
+    produce_plans_first,
+)
 from tests.scenario_scripts import SCENARIOS, build, hg12
 from topics.names import TopicNames
 
@@ -39,53 +47,6 @@ def fleet(prefix: str, t0: int) -> tuple[list[InputRecord], dict[str, str]]:
     scenario_of[b.experience_id] = "HG-12-B"
     records.sort(key=lambda r: r.ts)
     return records, scenario_of
-
-
-def produce_plans_first(bootstrap: str, names: TopicNames, records: list[InputRecord]) -> None:
-    """Experiences start before anything refers to them (as in life): plans first, until every
-    goal is in the timeline, then the devices' records. A plan with preconditions goes with its
-    device's records, in time order: the device context it is judged on comes before it."""
-    gated = {r.key for r in records if r.suffix == "plans" and b'"preconditions"' in (r.value or b"")}
-    plans = [r for r in records if r.suffix == "plans" and r.key not in gated]
-    started = {orjson.loads(r.value or b"{}").get("experience_id") for r in plans}
-    asyncio.run(produce(bootstrap, plans, in_order=True))
-    asyncio.run(collect(bootstrap, names, lambda o: started <= set(o.statuses()), timeout_s=90, settle_s=0))
-    rest = [r for r in records if r.suffix != "plans" or r.key in gated]
-    asyncio.run(produce(bootstrap, rest, in_order=True))
-
-
-def all_ended(expected: dict[str, str]) -> Any:
-    def check(out: Outputs) -> bool:
-        statuses = out.statuses()
-        return all(statuses.get(exp) == status for exp, status in expected.items())
-
-    return check
-
-
-def compare(live: Outputs, replayed: ReplayResult) -> None:
-    live_decisions = assert_single_content(live.values["decisions"], "decision_id")
-    live_dispatch = assert_single_content(live.values["dispatch"], "dispatch_id")
-    want_decisions = {d["decision_id"]: d for d in replayed.outs["decisions"]}
-    want_dispatch = {d["dispatch_id"]: d for d in replayed.outs["dispatch"]}
-    for ident in sorted(set(live_decisions) | set(want_decisions)):
-        assert live_decisions.get(ident) == want_decisions.get(ident), ident
-    for ident in sorted(set(live_dispatch) | set(want_dispatch)):
-        assert live_dispatch.get(ident) == want_dispatch.get(ident), ident
-    assert live.statuses() == replayed.summary["experiences"]
-    # a dead letter's identity is the record it is about: re-read after a crash, a record is
-    # dead-lettered again, identically (at-least-once), never differently
-    unique_letters = assert_single_content(
-        [
-            {**d, "source": f"{d['source_topic']}:{d['partition']}:{d['offset']}"}
-            for d in live.values["deadletter"]
-        ],
-        "source",
-    )
-    live_letters = sorted((d["reason_code"], d["key"], d["payload_sha256"]) for d in unique_letters.values())
-    want_letters = sorted(
-        (d["reason_code"], d["key"], d["payload_sha256"]) for d in replayed.outs["deadletter"]
-    )
-    assert live_letters == want_letters, (len(live_letters), len(want_letters))
 
 
 def expected_statuses(replayed: ReplayResult) -> dict[str, str]:
@@ -167,23 +128,6 @@ def test_every_scenario_live_matches_replay_and_export(
             live.values["dispatch"], "dispatch_id"
         )
         assert (out_dir / "report.html").stat().st_size > 1000
-
-
-def kcat_export(bootstrap: str, names: TopicNames) -> bytes:
-    """Every contract topic as Debian's ``kcat -C -J`` prints it."""
-    kcat = shutil.which("kcat")
-    if kcat is None:
-        pytest.fail("kcat is not installed: run scripts/ensure-debian-tools kcat:kcat", pytrace=False)
-    out = b""
-    for topic in names.contract_topics():
-        done = subprocess.run(
-            [kcat, "-C", "-J", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q"],
-            capture_output=True,
-            check=True,
-            timeout=120,
-        )
-        out += done.stdout
-    return out
 
 
 def test_sigkill_mid_scenario_recovers_from_changelog(

@@ -21,10 +21,17 @@ from guardian import replay as replay_mod
 from guardian.replay import InputRecord, replay_records
 from supervisor.gemini import GeminiOptions
 from supervisor.sync import blocking_model_decider
-from tests.gemini_stub import GeminiStub, answer, gemini_stub  # noqa: F401
-from tests.integration.test_gemini_live import gemini_env
-from tests.integration.test_pipeline_live import all_ended, kcat_export
-from tests.live import Outputs, WorkerProcess, assert_single_content, collect, produce, run_guardian
+from tests.gemini_stub import GeminiStub, answer, gemini_env, gemini_stub  # noqa: F401
+from tests.live import (
+    Outputs,
+    WorkerProcess,
+    all_ended,
+    assert_single_content,
+    collect,
+    kcat_export,
+    produce,
+    run_guardian,
+)
 from tests.scenario_scripts import build
 from tests.streams import Script
 from topics.envelope import Out

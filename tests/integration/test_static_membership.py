@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config.settings import Settings
 from streams.app import app_id
-from tests.live import Outputs, WorkerProcess, collect, group_members, produce
+from tests.live import Outputs, WorkerProcess, collect, group_members, produce, ready
 from tests.streams import Script
 from topics.names import INPUT_SUFFIXES, TopicNames
 
@@ -58,14 +58,6 @@ def metric(worker: WorkerProcess, name: str) -> float | None:
             if sample.name == name:
                 return float(sample.value)
     return None
-
-
-def ready(worker: WorkerProcess) -> bool:
-    try:
-        with urllib.request.urlopen(f"{worker.base_url}/ready", timeout=5) as answer:
-            return int(answer.status) == 200
-    except OSError:
-        return False
 
 
 def wait_until(what: str, done: object, timeout_s: float, *workers: WorkerProcess) -> None:

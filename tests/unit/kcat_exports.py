@@ -1,4 +1,5 @@
-"""Replay inputs as kcat exports: a record's line, an export file, a fleet, recorded decisions, outputs."""
+"""Replay inputs as kcat exports: a record's line, an export file (of records or of a scenario), a fleet,
+recorded decisions, outputs."""
 
 from __future__ import annotations
 
@@ -32,6 +33,27 @@ def line(r: InputRecord, **override: object) -> bytes:
 
 def write(path: Path, records: list[InputRecord]) -> Path:
     path.write_bytes(b"".join(line(r) + b"\n" for r in records))
+    return path
+
+
+def kcat_file(path: Path, scenario: str) -> Path:
+    lines = []
+    for r in build(scenario).records:
+        lines.append(
+            orjson.dumps(
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "offset": r.offset,
+                    "tstype": "create",
+                    "ts": r.ts,
+                    "broker": 1,
+                    "key": r.key.decode() if r.key else None,
+                    "payload": r.value.decode() if r.value is not None else None,
+                }
+            )
+        )
+    path.write_bytes(b"\n".join(lines) + b"\n")
     return path
 
 

@@ -14,7 +14,8 @@ from pipeline.runner import MemoryStore
 from streams.claims import ClaimsReader, ClaimTimeout
 from tables.claims import ClaimLog
 from tests.streams import T0, Script
-from tests.unit.test_hostile_core import feed, processor
+from tests.unit.claims_fakes import FakeLog
+from tests.unit.core_feed import feed, processor
 
 
 def fold(records: list[tuple[str, str]]) -> ClaimLog:
@@ -113,40 +114,6 @@ def test_the_core_refuses_a_plan_whose_experience_the_log_gives_to_another_devic
     ]
     assert worker_b.experiences.get("airbot-000B") is None
     assert worker_b.owners == {}  # nothing claimed in B's index either
-
-
-@dataclass
-class Sent:
-    offset: int
-
-
-@dataclass
-class FakeLog:
-    """The claims topic as the reader sees it: what is sent is read back a moment later."""
-
-    reader: ClaimsReader
-    records: list[tuple[bytes, bytes]] = field(default_factory=list)
-    times: list[int] = field(default_factory=list)
-    delay_s: float = 0.01
-    deliver: bool = True
-
-    async def send_and_wait(
-        self, topic: str, value: bytes, *, key: bytes, partition: int, timestamp_ms: int | None = None
-    ) -> Sent:
-        assert partition == 0 and topic == self.reader.topic
-        if not self.deliver:
-            await asyncio.sleep(3600)
-        self.records.append((key, value))
-        self.times.append(timestamp_ms or 0)
-        offset = len(self.records) - 1
-        asyncio.get_running_loop().call_later(self.delay_s, self.read_back)
-        return Sent(offset)
-
-    def read_back(self) -> None:
-        for offset in range(self.reader.claims.position, len(self.records)):
-            key, value = self.records[offset]
-            self.reader.claims.apply(offset, key, value, self.times[offset])
-        self.reader._progress()
 
 
 async def test_two_devices_claiming_at_once_get_one_owner_and_the_owner_never_claims_twice() -> None:

@@ -18,8 +18,8 @@ from tables import claim_snapshot
 from tables.claim_table import ClaimTable, fingerprint
 from tables.claims import CLAIM_BURST, CLAIM_INTERVAL_MS, ClaimLog
 from tests.streams import T0, Script
-from tests.unit.test_claims import FakeLog
-from tests.unit.test_hostile_core import feed, processor
+from tests.unit.claims_fakes import FakeLog
+from tests.unit.core_feed import feed, processor
 
 FLOODER, OTHER = "airbot-flood", "airbot-calm"
 

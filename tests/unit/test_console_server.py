@@ -16,8 +16,8 @@ from console.reader import Link
 from console.server import Hub, build_app
 from console.state import ConsoleState
 from console.workers import WorkerTrack, parse_metrics
+from tests.unit.console_fixtures import fed
 from tests.unit.report_fixtures import EXP_DONE, sample_records
-from tests.unit.test_console_state import fed
 from topics.names import TopicNames
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 import orjson
 import pytest
@@ -15,26 +14,11 @@ from console.settings import ConsoleSettings
 from console.state import ConsoleState, valid_key
 from console.workers import WorkerTrack, parse_metrics
 from report import render_report
+from tests.unit.console_fixtures import fed
 from tests.unit.report_fixtures import DEV_A, DEV_B, EXP_ABORT, EXP_DONE, EXP_RET, IMG, SCRIPT, sample_records
 from topics.names import TopicNames
 
 TOPICS = TopicNames("guardian.")
-
-
-def fed(state: ConsoleState | None = None, extra_dead: list[dict[str, Any]] | None = None) -> ConsoleState:
-    """The report's sample records fed as they would come off the output topics (dead letters last)."""
-    state = state or ConsoleState()
-    recs = sample_records()
-    offset = 0
-    for kind, name in (("timeline", "timeline"), ("decisions", "decisions"), ("dispatch", "dispatches")):
-        for rec in recs[name]:
-            offset += 1
-            key = str(rec["device_id"]).encode()
-            assert state.add(kind, 1, offset, 1785400000000 + offset, key, orjson.dumps(rec))
-    for rec in [*recs["dead_letters"], *(extra_dead or [])]:
-        offset += 1
-        assert state.add("deadletter", 3, offset, rec["received_at_ms"], None, orjson.dumps(rec))
-    return state
 
 
 def test_each_experience_is_a_lane_with_its_status_decisions_and_device() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.unit.test_replay_cli import kcat_file
+from tests.unit.kcat_exports import kcat_file
 
 
 def summary(*args: str) -> subprocess.CompletedProcess[str]:

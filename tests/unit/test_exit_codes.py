@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_replay_cli import kcat_file
+from tests.unit.kcat_exports import kcat_file
 from topics.schema import cmd_schema_export
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.unit.test_records import SEED_OBSERVATION, SEED_PLAN
+from tests.unit.seed_records import SEED_OBSERVATION, SEED_PLAN
 from topics.conditions import condition_problems
 from topics.gate import Gate, Rejected
 from topics.hostile import safe_key

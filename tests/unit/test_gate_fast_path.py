@@ -14,7 +14,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_records import SEED_OBSERVATION
+from tests.unit.seed_records import SEED_OBSERVATION
 from topics.gate import Admitted, Gate, Rejected
 from topics.gate_observations import CORRELATIONS_MAX, KNOWN_VALUES_MAX
 from topics.records import Observation

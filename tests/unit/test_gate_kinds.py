@@ -15,7 +15,7 @@ from tests.unit.gate_fixtures import (
     gate,  # noqa: F401  (the fixture)
     rejected,
 )
-from tests.unit.test_records import ENVELOPE, SEED_PLAN, SEED_TASK_EVENT
+from tests.unit.seed_records import ENVELOPE, SEED_PLAN, SEED_TASK_EVENT
 from topics.gate import Admitted, Gate, Rejected
 from topics.records import DeviceContext, ExperiencePlan, TaskEvent
 

@@ -18,7 +18,7 @@ from tests.unit.gate_fixtures import (
     gate,  # noqa: F401  (the fixture)
     rejected,
 )
-from tests.unit.test_records import SEED_OBSERVATION
+from tests.unit.seed_records import SEED_OBSERVATION
 from topics.gate import Admitted, Gate, Rejected, dead_letter_json
 from topics.records import DeadLetter, Observation
 

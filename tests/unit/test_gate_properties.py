@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tests.unit.test_records import SEED_OBSERVATION
+from tests.unit.seed_records import SEED_OBSERVATION
 from topics.gate import GATE_KINDS, Admitted, Gate, Rejected
 from topics.records import FORBIDDEN_KEYS, Observation
 from topics.registry import FactSpec, Registry, load_registry

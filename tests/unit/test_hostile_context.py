@@ -15,7 +15,7 @@ from pipeline.task_events import MAX_SEQUENCE_JUMP
 from supervisor.summary import planner_summary
 from tables.state import DeviceState
 from tests.streams import T0, Script
-from tests.unit.test_hostile_core import feed, processor
+from tests.unit.core_feed import feed, processor
 from topics.context import DOMAIN_TABLE, MAX_CLOCK_SKEW_MS, KeptEnvelope
 from topics.gate import Gate, Rejected
 from topics.plans import guardian_plan

@@ -14,26 +14,11 @@ from guardian.replay import InputRecord, replay_records
 from pipeline import ids
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
-from supervisor import rules
 from tables.store.faust_tables import DeviceEntry
 from tests.streams import T0, Script
-from topics.registry import load_registry
+from tests.unit.core_feed import REGISTRY, feed, processor
 
 SETTINGS = Settings.from_env({})
-REGISTRY = load_registry()
-
-
-def processor() -> Processor:
-    return Processor(REGISTRY, Pipeline(REGISTRY, language="en"), rules.decide)
-
-
-def feed(proc: Processor, store: MemoryStore, records: list[InputRecord]) -> list[Any]:
-    outs: list[Any] = []
-    for r in records:
-        done = proc.process(store, r.suffix, r.key, r.value, source_topic=r.topic, partition=r.partition,
-                            offset=r.offset, received_at_ms=r.ts)  # fmt: skip
-        outs.extend(done.outs)
-    return outs
 
 
 def requests(dispatch: dict[str, Any]) -> list[str]:

@@ -14,7 +14,7 @@ from guardian.replay import InputRecord, replay_records
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules
-from tests.unit.test_records import SEED_OBSERVATION, SEED_PLAN, SEED_TASK_EVENT
+from tests.unit.seed_records import SEED_OBSERVATION, SEED_PLAN, SEED_TASK_EVENT
 from topics.gate import Admitted, Gate, GateKind, Rejected
 from topics.hostile import key_norm, safe_key
 from topics.registry import load_registry

@@ -17,9 +17,9 @@ from aiokafka.errors import MessageSizeTooLargeError
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules
+from tests.unit.seed_records import SEED_OBSERVATION, SEED_PLAN
 from tests.unit.shell_fakes import Acked, shell_over
 from tests.unit.table_fakes import Meta, RecordingProducer
-from tests.unit.test_records import SEED_OBSERVATION, SEED_PLAN
 from topics.envelope import Out
 from topics.gate import Gate, Rejected
 from topics.kafka_key import MAX_KEY_BYTES, bounded_key, key_problem, shown_key

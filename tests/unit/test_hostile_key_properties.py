@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from pipeline.core import Pipeline
 from pipeline.runner import MemoryStore, Processor
 from supervisor import rules
-from tests.unit.test_hostile_properties import SEEDS, mutate
-from tests.unit.test_records import ENVELOPE, SEED_PLAN
+from tests.unit.hostile_documents import SEEDS, mutate
+from tests.unit.seed_records import ENVELOPE, SEED_PLAN
 from topics.conditions import condition_problems, evaluate
 from topics.context import ContextView, KeptEnvelope
 from topics.envelope import Out

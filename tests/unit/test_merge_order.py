@@ -143,7 +143,7 @@ def claiming_shell(tmp_path: Path, delay_s: float) -> tuple[Any, Any, Any]:
     """A shell whose plans are claimed on a claims log that reads a claim back ``delay_s`` after it
     is written: (the shell, its claims reader, the log)."""
     from streams.claims import ClaimsReader
-    from tests.unit.test_claims import FakeLog
+    from tests.unit.claims_fakes import FakeLog
 
     shell, _ = shell_over(tmp_path, MemoryProducer(hold=True))
     reader = ClaimsReader("unused:9", shell.names.claims)

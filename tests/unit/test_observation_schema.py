@@ -10,7 +10,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from tests.unit.test_records import SEED_OBSERVATION
+from tests.unit.seed_records import SEED_OBSERVATION
 from topics.gate import Admitted, Gate, Rejected
 from topics.gate_observations import observation_schema_paths
 from topics.records import Correlation, Observation

@@ -2,48 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
-from tests.scenario_scripts import build
-
-
-def kcat_file(path: Path, scenario: str) -> Path:
-    lines = []
-    for r in build(scenario).records:
-        lines.append(
-            orjson.dumps(
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "offset": r.offset,
-                    "tstype": "create",
-                    "ts": r.ts,
-                    "broker": 1,
-                    "key": r.key.decode() if r.key else None,
-                    "payload": r.value.decode() if r.value is not None else None,
-                }
-            )
-        )
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    return path
-
-
-def replay(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_") and k != "SOURCE_DATE_EPOCH"
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "guardian", "replay", *args],
-        env={**clean, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.unit.kcat_exports import kcat_file
+from tests.unit.replay_runs import replay
 
 
 def test_replay_writes_every_output_the_summary_and_the_report(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from guardian.replay_input import (
     read_kcat_lines,
 )
 from tests.scenario_scripts import build
-from tests.unit.test_replay_cli import replay
+from tests.unit.replay_runs import replay
 from topics.names import TopicNames
 
 SETTINGS = Settings.from_env({})

@@ -11,7 +11,7 @@ import pytest
 from guardian.replay import OUTPUT_FILES, ReplayInputError, read_kcat_lines, replay_files, replay_records
 from tests.scenario_scripts import build
 from tests.unit.kcat_exports import OUTS, SETTINGS, fleet, line, outputs, with_recorded_decisions, write
-from tests.unit.test_replay_cli import replay
+from tests.unit.replay_runs import replay
 from topics.names import TopicNames
 
 

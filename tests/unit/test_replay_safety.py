@@ -21,7 +21,7 @@ from guardian.replay_out import OutputError, staged_outputs
 from guardian.replay_progress import Progress
 from tests.scenario_scripts import build
 from tests.unit.kcat_exports import fleet, with_recorded_decisions, write
-from tests.unit.test_replay_cli import replay
+from tests.unit.replay_runs import replay
 
 SETTINGS = Settings.from_env({})
 

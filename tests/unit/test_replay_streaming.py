@@ -15,7 +15,7 @@ from guardian.replay import InputRecord, ReplayEngine, replay_files, replay_reco
 from supervisor import rules
 from tests.scenario_scripts import build
 from tests.unit.kcat_exports import OUTS, SETTINGS, fleet, with_recorded_decisions, write
-from tests.unit.test_replay_cli import replay
+from tests.unit.replay_runs import replay
 from topics.envelope import Out
 
 
