@@ -47,6 +47,7 @@ from streams.seam.reads import changelog_topic_names, committed_offsets, fetch_s
 from streams.seam.recovery import RecoveryWatch
 from streams.seam.rocksdb_memory import share_rocksdb_memory
 from streams.seam.spinner import new_worker
+from streams.seam.stop_deadline import StopDeadline, with_stop_deadline
 from streams.seam.table_writes import RocksStores, changelog_batches
 from streams.shell import PipelineShell
 from streams.stalls import InputWatch, WaitClock
@@ -272,6 +273,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         flush=True,
     )
     worker = new_worker(app, args.loglevel)
+    with_stop_deadline(worker, StopDeadline(crashed=lambda: bool(app.crash_reason or worker.crash_reason)))
     assert shell.reports.readiness is not None and shell.reports.metrics is not None
     watching = worker.loop.create_task(
         health.watchdog(shell.reports.readiness, shell.reports.metrics, lambda step: health.heal(app, step))

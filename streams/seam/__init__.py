@@ -36,6 +36,8 @@ group membership           ``membership.py``           static members, leaving f
                                                        v3), rejoining after a held-back error
 terminal spinner           ``spinner.py``              no spinner off a terminal; the root log level
                                                        back from DEBUG
+a stop without an end      ``stop_deadline.py``        a stop that waits on an absent broker ends
+                                                       after 20 s, with a line saying why
 =========================  ==========================  ===============================================
 
 Not replacements: ``transport.py`` puts the replacements together (``SeamApp``, ``EagerTransport``,
